@@ -1,0 +1,23 @@
+"""Stored first answers for requests that carried an `Idempotency-Key`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from storage.models import IdempotencyRecord
+
+
+def find(scope: str, key: str) -> IdempotencyRecord | None:
+    return IdempotencyRecord.get_or_none((IdempotencyRecord.scope == scope) & (IdempotencyRecord.key == key))
+
+
+def save(scope: str, key: str, *, request_hash: str, status_code: int, response: Any, at: datetime) -> None:
+    """Store the answer; a concurrent twin with the same key fails with IntegrityError and rolls back."""
+    IdempotencyRecord.insert(
+        scope=scope, key=key, request_hash=request_hash, status_code=status_code, response=response, created_at=at
+    ).execute()
+
+
+def forget_older_than(cutoff: datetime) -> int:
+    return IdempotencyRecord.delete().where(IdempotencyRecord.created_at < cutoff).execute()

@@ -1,0 +1,38 @@
+"""Initiative rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from storage.models import Initiative
+from storage.paging import decode_cursor, page_of
+
+
+def get(initiative_id: str) -> Initiative | None:
+    return Initiative.get_or_none(Initiative.id == initiative_id)
+
+
+def exists(initiative_id: str) -> bool:
+    return Initiative.select(Initiative.id).where(Initiative.id == initiative_id).exists()
+
+
+def insert(**fields: Any) -> Initiative:
+    return Initiative.create(**fields)
+
+
+def insert_if_missing(**fields: Any) -> None:
+    Initiative.insert(**fields).on_conflict_ignore().execute()
+
+
+def update(initiative_id: str, changes: dict[str, Any], *, at: datetime) -> bool:
+    return Initiative.update(updated_at=at, **changes).where(Initiative.id == initiative_id).execute() == 1
+
+
+def page(*, limit: int, cursor: str | None = None) -> tuple[list[Initiative], str | None]:
+    query = Initiative.select()
+    if cursor:
+        (after,) = decode_cursor(cursor, 1)
+        query = query.where(Initiative.id > after)
+    rows = list(query.order_by(Initiative.id).limit(limit + 1))
+    return page_of(rows, limit, lambda i: [i.id])

@@ -1,0 +1,261 @@
+"""The tables. Every model is bound to the `db` proxy; timestamps are stored as naive UTC and read back aware."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from peewee import (
+    BigAutoField,
+    BooleanField,
+    CharField,
+    DateTimeField,
+    DoubleField,
+    ForeignKeyField,
+    IntegerField,
+    Model,
+    TextField,
+)
+
+from storage.db import db
+
+
+class UTCDateTimeField(DateTimeField):
+    """Aware UTC datetimes in Python, naive UTC in the database (portable across SQLite and PostgreSQL)."""
+
+    def db_value(self, value):
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return super().db_value(value)
+
+    def python_value(self, value):
+        value = super().python_value(value)
+        if isinstance(value, datetime) and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+class JSONTextField(TextField):
+    """JSON kept as text: the same bytes on SQLite and PostgreSQL, never queried into."""
+
+    def db_value(self, value):
+        if value is None:
+            return None
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+    def python_value(self, value):
+        if value is None:
+            return None
+        return json.loads(value)
+
+
+class BaseModel(Model):
+    class Meta:
+        database = db
+        legacy_table_names = False
+
+
+class SchemaVersion(BaseModel):
+    """One row per applied migration."""
+
+    version = IntegerField(primary_key=True)
+    applied_at = UTCDateTimeField()
+
+
+class Initiative(BaseModel):
+    id = CharField(primary_key=True, max_length=64)
+    name = CharField(max_length=200)
+    stage = CharField(max_length=16, default="agree")
+    created_at = UTCDateTimeField()
+    updated_at = UTCDateTimeField()
+
+
+class Ticket(BaseModel):
+    key = CharField(primary_key=True, max_length=64)
+    initiative = ForeignKeyField(Initiative, column_name="initiative_id", backref="tickets", on_delete="RESTRICT")
+    title = CharField(max_length=300)
+    stage = CharField(max_length=16)
+    waiting_on = CharField(max_length=32, null=True)
+    tracker_issue_id = CharField(max_length=128, null=True)
+    assigned_slot = CharField(max_length=64, null=True)
+    link = TextField(null=True)
+    # Stored, not computed per query, so the Needs-you list is an index range at any board size. It is
+    # written in the same UPDATE as stage and waiting_on, by the one function that defines it.
+    needs_you = BooleanField(default=False)
+    # Bumped by every update; compare-and-swap on (stage, version) means two writers never both win.
+    version = IntegerField(default=1)
+    stage_changed_at = UTCDateTimeField()
+    created_at = UTCDateTimeField()
+    updated_at = UTCDateTimeField()
+
+    class Meta:
+        indexes = (
+            (("stage", "key"), False),
+            (("initiative", "key"), False),
+            (("needs_you", "key"), False),
+            (("needs_you", "stage_changed_at", "key"), False),
+            (("stage", "stage_changed_at"), False),
+        )
+
+
+class TimelineEntry(BaseModel):
+    id = BigAutoField()
+    ticket = ForeignKeyField(Ticket, column_name="ticket_key", backref="timeline", on_delete="CASCADE")
+    at = UTCDateTimeField()
+    kind = CharField(max_length=32)
+    summary = TextField()
+    data = JSONTextField(null=True)
+
+    class Meta:
+        indexes = ((("ticket", "id"), False),)
+
+
+class AgentRun(BaseModel):
+    id = BigAutoField()
+    agent_id = CharField(max_length=32)
+    status = CharField(max_length=64)
+    ok = BooleanField()
+    started_at = UTCDateTimeField()
+    finished_at = UTCDateTimeField(null=True)
+    summary = TextField(default="")
+    details = JSONTextField(null=True)
+
+    class Meta:
+        indexes = ((("agent_id", "id"), False),)
+
+
+class Setting(BaseModel):
+    key = CharField(primary_key=True, max_length=64)
+    value = JSONTextField()
+    updated_at = UTCDateTimeField()
+    updated_by = CharField(max_length=128, null=True)
+
+
+class Slot(BaseModel):
+    """A bay a worker runs in. Whether it is held is the presence of a `SlotClaim`."""
+
+    name = CharField(primary_key=True, max_length=64)
+    created_at = UTCDateTimeField()
+    last_activity_at = UTCDateTimeField()
+    last_wiped_at = UTCDateTimeField(null=True)
+
+
+class SlotClaim(BaseModel):
+    """`slot_claims` of the seed: binds a ticket to a slot, at most one claim per slot."""
+
+    slot = ForeignKeyField(Slot, column_name="slot_name", primary_key=True, backref="claim", on_delete="CASCADE")
+    ticket = ForeignKeyField(Ticket, column_name="ticket_key", backref="claims", on_delete="CASCADE")
+    claimed_at = UTCDateTimeField()
+
+    class Meta:
+        indexes = ((("ticket",), False),)
+
+
+class Wallet(BaseModel):
+    id = IntegerField(primary_key=True)
+    budget = DoubleField(default=0.0)
+    spent = DoubleField(default=0.0)
+    locked = BooleanField(default=False)
+    updated_at = UTCDateTimeField()
+
+
+class OutboxMessage(BaseModel):
+    """A side effect that leaves the process, written in the transaction that caused it, delivered after commit."""
+
+    id = BigAutoField()
+    kind = CharField(max_length=32)
+    payload = JSONTextField()
+    status = CharField(max_length=16, default="pending")  # pending, sent, failed
+    attempts = IntegerField(default=0)
+    next_attempt_at = UTCDateTimeField()
+    # A deliverer leases a message before the outbound call, so two jobs processes never send it twice.
+    lease_owner = CharField(max_length=64, null=True)
+    lease_until = UTCDateTimeField(null=True)
+    last_error = TextField(null=True)
+    created_at = UTCDateTimeField()
+    updated_at = UTCDateTimeField()
+    sent_at = UTCDateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("status", "next_attempt_at", "id"), False),
+            (("kind", "status"), False),
+        )
+
+
+class IdempotencyRecord(BaseModel):
+    """The first answer to a request carrying an `Idempotency-Key`, replayed for repeats."""
+
+    scope = CharField(max_length=64)
+    key = CharField(max_length=200)
+    request_hash = CharField(max_length=64)
+    status_code = IntegerField()
+    response = JSONTextField()
+    created_at = UTCDateTimeField()
+
+    class Meta:
+        primary_key = False
+        indexes = (
+            (("scope", "key"), True),
+            (("created_at",), False),
+        )
+
+
+class RouterDecision(BaseModel):
+    id = BigAutoField()
+    event_id = CharField(max_length=200, null=True)
+    evaluated_at = UTCDateTimeField()
+    mode = CharField(max_length=16, default="shadow")
+    source = CharField(max_length=16, null=True)
+    kind = CharField(max_length=32, null=True)
+    subject_id = CharField(max_length=128, null=True)
+    outcome = CharField(max_length=16)
+    role = CharField(max_length=16, null=True)
+    gates = JSONTextField()
+    envelope = JSONTextField(null=True)
+    errors = JSONTextField(null=True)
+
+    class Meta:
+        indexes = (
+            (("outcome", "id"), False),
+            (("source", "id"), False),
+            (("subject_id", "id"), False),
+            (("evaluated_at",), False),
+        )
+
+
+class AcceptedEvent(BaseModel):
+    """The first accepted envelope of each event id: a redelivery finds it here and records nothing new."""
+
+    event_id = CharField(primary_key=True, max_length=200)
+    decision = ForeignKeyField(RouterDecision, column_name="decision_id", on_delete="CASCADE")
+    received_at = UTCDateTimeField()
+
+
+class JobState(BaseModel):
+    """What the jobs process knows of each scheduled job: the last scheduled time it ran for, and when."""
+
+    job = CharField(primary_key=True, max_length=64)
+    last_slot = UTCDateTimeField(null=True)
+    last_started_at = UTCDateTimeField(null=True)
+    last_finished_at = UTCDateTimeField(null=True)
+    lease_owner = CharField(max_length=64, null=True)
+    lease_until = UTCDateTimeField(null=True)
+
+
+ALL_MODELS: tuple[type[BaseModel], ...] = (
+    SchemaVersion,
+    Initiative,
+    Ticket,
+    TimelineEntry,
+    AgentRun,
+    Setting,
+    Slot,
+    SlotClaim,
+    Wallet,
+    OutboxMessage,
+    IdempotencyRecord,
+    RouterDecision,
+    AcceptedEvent,
+    JobState,
+)

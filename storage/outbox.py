@@ -1,0 +1,116 @@
+"""The outbox: side effects written in the transaction that caused them and delivered after commit.
+
+A deliverer leases due messages (a compare-and-swap on status and lease), makes the outbound call, and
+records the outcome. A crash between the call and the record leaves the lease to expire, so the message is
+tried again: delivery is at least once, and exactly once whenever the deliverer survives.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from peewee import fn
+
+from storage.models import OutboxMessage
+
+PENDING, SENT, FAILED = "pending", "sent", "failed"
+
+
+def enqueue(kind: str, payload: dict[str, Any], *, at: datetime) -> OutboxMessage:
+    return OutboxMessage.create(
+        kind=kind, payload=payload, status=PENDING, attempts=0, next_attempt_at=at, created_at=at, updated_at=at
+    )
+
+
+def due(*, now: datetime, kinds: list[str] | None = None, limit: int = 20) -> list[OutboxMessage]:
+    """Pending messages whose next attempt is due and that nobody holds a live lease on, oldest first."""
+    query = OutboxMessage.select().where(
+        (OutboxMessage.status == PENDING)
+        & (OutboxMessage.next_attempt_at <= now)
+        & ((OutboxMessage.lease_until.is_null()) | (OutboxMessage.lease_until < now))
+    )
+    if kinds:
+        query = query.where(OutboxMessage.kind.in_(kinds))
+    return list(query.order_by(OutboxMessage.next_attempt_at, OutboxMessage.id).limit(limit))
+
+
+def lease(message: OutboxMessage, *, owner: str, now: datetime, seconds: float) -> bool:
+    """Take the message for `seconds`; False if another deliverer took it first."""
+    until = now + timedelta(seconds=seconds)
+    taken = (
+        OutboxMessage.update(lease_owner=owner, lease_until=until, updated_at=now)
+        .where(
+            (OutboxMessage.id == message.id)
+            & (OutboxMessage.status == PENDING)
+            & ((OutboxMessage.lease_until.is_null()) | (OutboxMessage.lease_until < now))
+        )
+        .execute()
+    )
+    if taken == 1:
+        message.lease_owner, message.lease_until = owner, until
+    return taken == 1
+
+
+def mark_sent(message: OutboxMessage, *, owner: str, now: datetime) -> None:
+    OutboxMessage.update(
+        status=SENT,
+        sent_at=now,
+        updated_at=now,
+        attempts=OutboxMessage.attempts + 1,
+        lease_owner=None,
+        lease_until=None,
+        last_error=None,
+    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+
+
+def mark_retry(message: OutboxMessage, *, owner: str, now: datetime, next_attempt_at: datetime, error: str) -> None:
+    OutboxMessage.update(
+        next_attempt_at=next_attempt_at,
+        updated_at=now,
+        attempts=OutboxMessage.attempts + 1,
+        lease_owner=None,
+        lease_until=None,
+        last_error=error[:2000],
+    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+
+
+def mark_failed(message: OutboxMessage, *, owner: str, now: datetime, error: str) -> None:
+    OutboxMessage.update(
+        status=FAILED,
+        updated_at=now,
+        attempts=OutboxMessage.attempts + 1,
+        lease_owner=None,
+        lease_until=None,
+        last_error=error[:2000],
+    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+
+
+def get(message_id: int) -> OutboxMessage | None:
+    return OutboxMessage.get_or_none(OutboxMessage.id == message_id)
+
+
+def backlog(*, now: datetime) -> dict[str, Any]:
+    """Pending count and the age of the oldest pending message, for health checks and metrics."""
+    row = (
+        OutboxMessage.select(fn.COUNT(OutboxMessage.id), fn.MIN(OutboxMessage.created_at))
+        .where(OutboxMessage.status == PENDING)
+        .tuples()
+        .first()
+    )
+    count, oldest = row if row else (0, None)
+    if isinstance(oldest, str):  # SQLite hands aggregates back as text
+        oldest = datetime.fromisoformat(oldest)
+    if oldest is not None and oldest.tzinfo is None:
+        from datetime import UTC
+
+        oldest = oldest.replace(tzinfo=UTC)
+    age = (now - oldest).total_seconds() if oldest is not None else 0.0
+    return {"pending": count or 0, "oldest_age_seconds": max(age, 0.0)}
+
+
+def recent(*, kind: str | None = None, limit: int = 50) -> list[OutboxMessage]:
+    query = OutboxMessage.select()
+    if kind:
+        query = query.where(OutboxMessage.kind == kind)
+    return list(query.order_by(OutboxMessage.id.desc()).limit(limit))

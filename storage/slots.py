@@ -1,0 +1,82 @@
+"""Slots (bays) and slot claims (`slot_claims` of the seed)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from storage.db import is_postgres
+from storage.models import Slot, SlotClaim, Ticket
+
+
+def get(name: str) -> Slot | None:
+    return Slot.get_or_none(Slot.name == name)
+
+
+def ensure(name: str, *, at: datetime) -> None:
+    Slot.insert(name=name, created_at=at, last_activity_at=at).on_conflict_ignore().execute()
+
+
+def claim_of(name: str, *, for_update: bool = False) -> SlotClaim | None:
+    query = SlotClaim.select().where(SlotClaim.slot == name)
+    if for_update and is_postgres():
+        query = query.for_update()
+    return query.first()
+
+
+def claims_of_ticket(ticket_key: str) -> list[SlotClaim]:
+    return list(SlotClaim.select().where(SlotClaim.ticket == ticket_key))
+
+
+def add_claim(name: str, ticket_key: str, *, at: datetime) -> None:
+    """Claim a slot; a concurrent claim of the same slot fails with IntegrityError (the slot is the key)."""
+    SlotClaim.insert(slot=name, ticket=ticket_key, claimed_at=at).execute()
+
+
+def touch(name: str, *, at: datetime) -> None:
+    Slot.update(last_activity_at=at).where(Slot.name == name).execute()
+
+
+def drop_claim(name: str, ticket_key: str) -> bool:
+    """Drop the claim only if it still binds `ticket_key` (compare-and-swap)."""
+    return SlotClaim.delete().where((SlotClaim.slot == name) & (SlotClaim.ticket == ticket_key)).execute() == 1
+
+
+def mark_wiped(name: str, *, at: datetime) -> None:
+    Slot.update(last_wiped_at=at, last_activity_at=at).where(Slot.name == name).execute()
+
+
+def all_with_claims() -> list[tuple[Slot, SlotClaim | None]]:
+    """Every slot and its claim (None when free), by name."""
+    claims = {c.slot_name: c for c in SlotClaim.select()}
+    return [(slot, claims.get(slot.name)) for slot in Slot.select().order_by(Slot.name)]
+
+
+def claims_of_finished_tickets(*, limit: int) -> list[SlotClaim]:
+    """Claims whose ticket is done or cancelled: what the slot steward releases."""
+    return list(
+        SlotClaim.select(SlotClaim, Ticket)
+        .join(Ticket)
+        .where(Ticket.stage.in_(["done", "cancelled"]))
+        .order_by(SlotClaim.claimed_at)
+        .limit(limit)
+    )
+
+
+def idle_since(cutoff: datetime, *, limit: int) -> list[Slot]:
+    """Slots with no activity since `cutoff` that have not been wiped since that activity."""
+    return list(
+        Slot.select()
+        .where(
+            (Slot.last_activity_at < cutoff)
+            & ((Slot.last_wiped_at.is_null()) | (Slot.last_wiped_at < Slot.last_activity_at))
+        )
+        .order_by(Slot.last_activity_at)
+        .limit(limit)
+    )
+
+
+def count_claimed_in_stages(stages: list[str], *, excluding_ticket: str | None = None) -> int:
+    query = SlotClaim.select().join(Ticket).where(Ticket.stage.in_(stages))
+    if excluding_ticket is not None:
+        query = query.where(SlotClaim.ticket != excluding_ticket)
+    return query.count()

@@ -1,0 +1,17 @@
+"""The wallet: one row (id 1), created by the first migration."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from storage.models import Wallet
+
+WALLET_ID = 1
+
+
+def get() -> Wallet:
+    return Wallet.get_by_id(WALLET_ID)
+
+
+def put(*, budget: float, spent: float, locked: bool, at: datetime) -> None:
+    Wallet.update(budget=budget, spent=spent, locked=locked, updated_at=at).where(Wallet.id == WALLET_ID).execute()
