@@ -1,0 +1,140 @@
+"""JSON Schema contracts: every request body, the response shapes, and the normalized event envelope.
+
+Each schema is a file in this folder with `$schema` 2020-12 and the stable `$id` `BASE_URI + <file name>`.
+They are loaded once into a `referencing.Registry` (references between files resolve there, never over
+the network) and each validator is built once, with format checking on.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit
+
+from jsonschema import Draft202012Validator, FormatChecker
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+BASE_URI = "https://svc.invalid/contracts/"
+META_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One reason a document breaks its contract, located by a JSON pointer into the document."""
+
+    path: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+class ContractViolation(Exception):
+    """A document failed its schema; `violations` holds one entry per failure."""
+
+    def __init__(self, schema: str, violations: list[Violation]):
+        self.schema = schema
+        self.violations = violations
+        super().__init__(f"{schema}: " + "; ".join(f"{v.path or '/'}: {v.message}" for v in violations))
+
+
+def schema_names() -> list[str]:
+    """Every schema file name shipped in this package."""
+    return sorted(entry.name for entry in resources.files(__name__).iterdir() if entry.name.endswith(".json"))
+
+
+@functools.cache
+def load(name: str) -> dict[str, Any]:
+    """The parsed schema document `name` (for example `ticket-create.json`)."""
+    return json.loads(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def registry() -> Registry:
+    """All schemas, keyed by their `$id`. There is no retrieve hook, so an unknown `$ref` fails loudly."""
+    pairs = []
+    for name in schema_names():
+        document = load(name)
+        pairs.append((document["$id"], Resource.from_contents(document, default_specification=DRAFT202012)))
+    return Registry().with_resources(pairs)
+
+
+def _rfc3339_datetime(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if len(value) < 20 or value[10] not in "Tt" or not (value.endswith(("Z", "z")) or value[-6] in "+-"):
+        return False
+    try:
+        datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def _uri(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    parts = urlsplit(value)
+    return bool(parts.scheme) and (bool(parts.netloc) or parts.scheme in {"urn", "mailto"})
+
+
+@functools.cache
+def format_checker() -> FormatChecker:
+    """The standard checker plus `date-time` and `uri`, which jsonschema only checks with optional extras."""
+    checker = FormatChecker()
+    checker.checks("date-time")(_rfc3339_datetime)
+    checker.checks("uri")(_uri)
+    return checker
+
+
+@functools.cache
+def validator(name: str) -> Draft202012Validator:
+    """The validator for schema `name`, built once."""
+    schema = load(name)
+    return Draft202012Validator(schema, registry=registry(), format_checker=format_checker())
+
+
+def _pointer(parts) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def violations(name: str, document: Any) -> list[Violation]:
+    """Every way `document` breaks schema `name`, in document order; empty when it conforms."""
+    found: list[Violation] = []
+    for error in validator(name).iter_errors(document):
+        found.extend(_explain(error))
+    # `required` reports each missing member separately but names all of them; keep one entry per violation.
+    return sorted(set(found), key=lambda v: (v.path, v.message))
+
+
+def _explain(error) -> list[Violation]:
+    path = list(error.absolute_path)
+    if error.validator == "required":
+        # Point at the member that is missing, not at its parent.
+        missing = [p for p in error.validator_value if isinstance(error.instance, dict) and p not in error.instance]
+        return [Violation(_pointer([*path, m]), "is required") for m in missing]
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extras = [k for k in error.instance if k not in allowed]
+        return [Violation(_pointer([*path, k]), "is not a known field") for k in extras]
+    if error.validator in {"anyOf", "oneOf"} and error.context:
+        # Report the alternative that got furthest, which is what a person fixing the document needs.
+        deepest = max(error.context, key=lambda e: len(e.absolute_path))
+        return _explain(deepest)
+    message = error.message
+    if error.validator == "const" and isinstance(error.validator_value, str):
+        message = f"must be {error.validator_value!r}"
+    return [Violation(_pointer(path), message)]
+
+
+def check(name: str, document: Any) -> Any:
+    """Return `document` if it conforms to schema `name`, else raise `ContractViolation`."""
+    found = violations(name, document)
+    if found:
+        raise ContractViolation(name, found)
+    return document

@@ -1,0 +1,34 @@
+"""The board's stage vocabulary and the Needs-you rule, shared by every ticket machine."""
+
+from __future__ import annotations
+
+STAGES: tuple[str, ...] = (
+    "agreement",
+    "queued",
+    "execute",
+    "ci",
+    "human_test",
+    "human_merge",
+    "ship",
+    "done",
+    "blocked",
+    "cancelled",
+)
+FINAL_STAGES = frozenset({"done", "cancelled"})
+LIVE_STAGES: tuple[str, ...] = tuple(s for s in STAGES if s not in FINAL_STAGES)
+
+WAITING_ON: tuple[str, ...] = ("agent", "topic_refill", "agent_failed", "ci")
+
+HUMAN_GATE_STAGES = frozenset({"human_test", "human_merge"})
+NEEDS_YOU_WAITING_ON = frozenset({"agent", "topic_refill", "agent_failed"})
+
+WRITING_TICKET_KEY = "WRITING-DAILY"
+
+
+def needs_you(stage: str, waiting_on: str | None) -> bool:
+    """A human must act: the ticket sits at a human gate, or waits on someone to run, refill or fix something.
+
+    The writing ticket is additionally hidden while writing automation is off; that depends on a setting,
+    not on the ticket, so the board applies it when it lists.
+    """
+    return stage in HUMAN_GATE_STAGES or waiting_on in NEEDS_YOU_WAITING_ON

@@ -1,0 +1,112 @@
+"""The generic ticket machine: the stages of a delivery board and the moves between them.
+
+| from          | to (event)                                                              |
+|---------------|-------------------------------------------------------------------------|
+| `agreement`   | `queued` (queue)                                                        |
+| `queued`      | `execute` (start), `blocked` (block)                                    |
+| `execute`     | `ci` (submit_to_ci), `queued` (queue), `blocked` (block)                |
+| `ci`          | `execute` (start), `human_test` (request_test), `blocked` (block)       |
+| `human_test`  | `human_merge` (request_merge), `execute` (start), `blocked` (block)     |
+| `human_merge` | `ship` (approve_ship), `execute` (start), `blocked` (block)             |
+| `ship`        | `done` (complete), `blocked` (block)                                    |
+| `blocked`     | `queued` (queue), `execute` (start)                                     |
+| any live      | `done` (mark_done), `cancelled` (cancel)                                |
+
+`done` and `cancelled` are final. `WRITING-DAILY` is moved by writing notify reports alone
+(`machines.writing`), so every event here refuses it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from statemachine import State, StateMachine
+
+from machines.errors import TransitionForbidden
+from machines.stages import WRITING_TICKET_KEY
+
+_board = {"validators": "moved_by_the_board"}
+
+
+class TicketLike(Protocol):
+    key: str
+    stage: str
+
+
+class TicketMachine(StateMachine):
+    agreement = State(initial=True)
+    queued = State()
+    execute = State()
+    ci = State()
+    human_test = State()
+    human_merge = State()
+    ship = State()
+    blocked = State()
+    done = State(final=True)
+    cancelled = State(final=True)
+
+    queue = queued.from_(agreement, execute, blocked, **_board)
+    start = execute.from_(queued, ci, human_test, human_merge, blocked, **_board)
+    submit_to_ci = ci.from_(execute, **_board)
+    request_test = human_test.from_(ci, **_board)
+    request_merge = human_merge.from_(human_test, **_board)
+    approve_ship = ship.from_(human_merge, **_board)
+    complete = done.from_(ship, **_board)
+    block = blocked.from_(queued, execute, ci, human_test, human_merge, ship, **_board)
+    mark_done = done.from_(agreement, queued, execute, ci, human_test, human_merge, ship, blocked, **_board)
+    cancel = cancelled.from_(agreement, queued, execute, ci, human_test, human_merge, ship, blocked, **_board)
+
+    def __init__(self, ticket: TicketLike, **kwargs):
+        super().__init__(ticket, state_field="stage", **kwargs)
+
+    def moved_by_the_board(self, event: str, model: TicketLike) -> None:
+        if model.key == WRITING_TICKET_KEY:
+            raise TransitionForbidden(
+                f"{WRITING_TICKET_KEY} is moved by writing notify reports only",
+                current=model.stage,
+                event=event,
+            )
+
+
+# `POST tickets/{key}/move {"to": ...}` names a target stage; this is the event that leads there.
+MOVE_EVENTS: dict[str, str] = {
+    "queued": "queue",
+    "execute": "start",
+    "ci": "submit_to_ci",
+    "human_test": "request_test",
+    "human_merge": "request_merge",
+    "ship": "approve_ship",
+    "done": "complete",
+    "blocked": "block",
+}
+
+
+def fire(ticket: TicketLike, event: str, **kwargs) -> tuple[str, str]:
+    """Run `event` on `ticket` (which is updated in place); return (from_stage, to_stage).
+
+    Raises `TransitionForbidden` naming the current stage when the machine does not allow it.
+    """
+    before = ticket.stage
+    machine = TicketMachine(ticket, **kwargs)
+    try:
+        machine.send(event)
+    except TicketMachine.TransitionNotAllowed as exc:
+        raise TransitionForbidden(
+            f"cannot {event.replace('_', ' ')} a ticket in stage {before!r}", current=before, event=event
+        ) from exc
+    return before, ticket.stage
+
+
+def allowed_moves(stage: str) -> list[str]:
+    """The target stages `move` accepts from `stage`, in board order."""
+    state = TicketMachine.states_map.get(stage)
+    if state is None:
+        return []
+    events = {t.event for t in state.transitions}
+    return [target for target, event in MOVE_EVENTS.items() if event in events]
+
+
+def move_event(stage: str, target: str) -> str | None:
+    """The event that moves a ticket from `stage` to `target`, if the table has one."""
+    event = MOVE_EVENTS.get(target)
+    return event if event is not None and target in allowed_moves(stage) else None

@@ -1,0 +1,106 @@
+"""The writing ticket `WRITING-DAILY`, moved by the writing agent's notify reports.
+
+The seed's table, one row per notify status. The prior stage never restricts the move: each event is allowed
+from every stage, `done` and `cancelled` included.
+
+| notify status        | event            | next stage | waiting_on     | chat post |
+|----------------------|------------------|------------|----------------|-----------|
+| `SKIP_ALL_CAUGHT_UP` | `caught_up`      | `done`     | none           | no        |
+| `BACKFILL_READY`     | `backfill_ready` | `execute`  | `agent`        | yes       |
+| `STOP_NEED_TOPICS`   | `need_topics`    | `queued`   | `topic_refill` | yes       |
+| `SUCCESS`            | `published`      | `done`     | none           | yes       |
+| `FAIL_*`             | `failed`         | `execute`  | `agent_failed` | yes       |
+| `AUTOMATION_DISABLED`| (none)           | unchanged  | unchanged      | no        |
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from statemachine import State, StateMachine
+
+from machines.errors import TransitionForbidden
+
+FAILURE_STATUS = re.compile(r"^FAIL_[A-Z0-9_]+$")
+AUTOMATION_DISABLED = "AUTOMATION_DISABLED"
+
+
+@dataclass(frozen=True)
+class NotifyMove:
+    event: str | None
+    stage: str | None
+    waiting_on: str | None
+    chat: bool
+
+
+NOTIFY_MOVES: dict[str, NotifyMove] = {
+    "SKIP_ALL_CAUGHT_UP": NotifyMove("caught_up", "done", None, chat=False),
+    "BACKFILL_READY": NotifyMove("backfill_ready", "execute", "agent", chat=True),
+    "STOP_NEED_TOPICS": NotifyMove("need_topics", "queued", "topic_refill", chat=True),
+    "SUCCESS": NotifyMove("published", "done", None, chat=True),
+    "FAIL_*": NotifyMove("failed", "execute", "agent_failed", chat=True),
+    AUTOMATION_DISABLED: NotifyMove(None, None, None, chat=False),
+}
+
+
+def notify_move(status: str) -> NotifyMove:
+    """The row of the table for `status`; every `FAIL_...` status shares the `FAIL_*` row."""
+    if FAILURE_STATUS.match(status):
+        return NOTIFY_MOVES["FAIL_*"]
+    try:
+        return NOTIFY_MOVES[status]
+    except KeyError:
+        raise ValueError(f"unknown writing status {status!r}") from None
+
+
+class WritingTicketLike(Protocol):
+    stage: str
+    waiting_on: str | None
+
+
+class WritingTicket(StateMachine):
+    # Every board stage is declared, because the ticket may sit in any of them when a report arrives.
+    agreement = State(initial=True)
+    queued = State()
+    execute = State()
+    ci = State()
+    human_test = State()
+    human_merge = State()
+    ship = State()
+    blocked = State()
+    done = State()
+    cancelled = State()
+
+    caught_up = done.from_.any()
+    backfill_ready = execute.from_.any()
+    need_topics = queued.from_.any()
+    published = done.from_.any()
+    failed = execute.from_.any()
+
+    # Stages no report leads to (ci, human_test, ...) are still valid places to be moved *from*.
+    validate_disconnected_states = False
+
+    def __init__(self, ticket: WritingTicketLike, **kwargs):
+        super().__init__(ticket, state_field="stage", **kwargs)
+
+    def on_transition(self, event: str, model: WritingTicketLike) -> None:
+        model.waiting_on = _WAITING_ON_AFTER[event]
+
+
+_WAITING_ON_AFTER = {move.event: move.waiting_on for move in NOTIFY_MOVES.values() if move.event}
+
+
+def apply_report(ticket: WritingTicketLike, status: str) -> tuple[str, str]:
+    """Move `ticket` (in place) as the notify `status` says; return (from_stage, to_stage)."""
+    move = notify_move(status)
+    before = ticket.stage
+    if move.event is None:
+        return before, before
+    machine = WritingTicket(ticket)
+    try:
+        machine.send(move.event)
+    except WritingTicket.TransitionNotAllowed as exc:  # only if the table and the machine disagree
+        raise TransitionForbidden(str(exc), current=before, event=move.event) from exc
+    return before, ticket.stage
