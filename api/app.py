@@ -1,0 +1,66 @@
+"""`create_app(config, ...)`: the Falcon app, with its dependencies passed in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import falcon
+
+from api import errors
+from api.auth import Authenticator, FailedCredentials
+from api.middleware import DatabaseConnection, Guard, RequestContext
+from api.resources import health, initiatives, openapi, slots, tickets, wallet
+from storage import db as storage_db
+from storage import migrations
+from svc.board import Board
+from svc.clock import Clock, system_clock
+from svc.config import Config
+
+# One entry per area; each module's routes(services) returns (path, resource) pairs.
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet)
+
+
+@dataclass
+class Services:
+    """What resources are built from: configuration, the clock, and the units of work."""
+
+    config: Config
+    clock: Clock
+    board: Board
+    routes: list[tuple[str, object]] = field(default_factory=list)
+
+
+def create_app(
+    config: Config,
+    *,
+    clock: Clock = system_clock,
+    database=None,
+    migrate: bool = True,
+    failures: FailedCredentials | None = None,
+) -> falcon.App:
+    """Build the app. `database` defaults to the one `config.database_url` names; its schema is migrated.
+
+    The config must carry its secrets already (see `Config.with_generated_credentials`): an app without a
+    CI secret or basic credentials refuses those endpoints rather than running open.
+    """
+    if database is None:
+        database = storage_db.open_database(config.database_url, max_connections=config.threads + 4)
+    storage_db.bind(database)
+    if migrate:
+        migrations.migrate()
+
+    services = Services(config=config, clock=clock, board=Board(config, clock))
+    authenticator = Authenticator(config, failures or FailedCredentials())
+    app = falcon.App(
+        middleware=[RequestContext(), Guard(authenticator, config.max_body_bytes), DatabaseConnection()],
+    )
+    app.req_options.strip_url_path_trailing_slash = True
+    app.req_options.auto_parse_qs_csv = False
+    app.resp_options.secure_cookies_by_default = True
+    errors.register(app)
+
+    for module in ROUTE_MODULES:
+        for path, resource in module.routes(services):
+            app.add_route(path, resource)
+            services.routes.append((path, resource))
+    return app

@@ -1,0 +1,144 @@
+"""The two credential schemes: the shared CI secret header and HTTP basic; both compared in constant time.
+
+Failed credentials are counted per client address: after `FAILURE_LIMIT` failures within `WINDOW` seconds,
+that address gets 429 with `Retry-After` until the window has passed. The count lives in this process.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import falcon
+
+from api.errors import Problem
+from api.operations import BASIC, CI, CI_OR_BASIC, PUBLIC
+from svc.config import Config
+
+CI_HEADER = "X-Svc-CI-Secret"
+REALM = 'Basic realm="svc", charset="UTF-8"'
+FAILURE_LIMIT = 10
+WINDOW = 60.0
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who made the request: `actor` goes onto timelines and audit entries."""
+
+    scheme: str
+    actor: str
+
+
+def equal(given: str | bytes, expected: str | bytes) -> bool:
+    """Constant-time comparison of two secrets."""
+    given_b = given.encode() if isinstance(given, str) else given
+    expected_b = expected.encode() if isinstance(expected, str) else expected
+    return hmac.compare_digest(given_b, expected_b)
+
+
+class FailedCredentials:
+    """Per-address sliding window of credential failures."""
+
+    def __init__(
+        self, *, limit: int = FAILURE_LIMIT, window: float = WINDOW, monotonic: Callable[[], float] = time.monotonic
+    ):
+        self.limit = limit
+        self.window = window
+        self.monotonic = monotonic
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def retry_after(self, address: str) -> int | None:
+        """Seconds until `address` may try again, or None when it is not locked out."""
+        now = self.monotonic()
+        with self._lock:
+            failures = self._failures.get(address)
+            if not failures:
+                return None
+            while failures and now - failures[0] >= self.window:
+                failures.popleft()
+            if not failures:
+                del self._failures[address]
+                return None
+            if len(failures) < self.limit:
+                return None
+            return max(1, math.ceil(self.window - (now - failures[0])))
+
+    def record(self, address: str) -> None:
+        now = self.monotonic()
+        with self._lock:
+            failures = self._failures.setdefault(address, deque())
+            failures.append(now)
+            while len(failures) > self.limit:
+                failures.popleft()
+            if len(self._failures) > 100_000:  # a flood of addresses must not grow memory without bound
+                self._failures.pop(next(iter(self._failures)))
+
+
+class Authenticator:
+    def __init__(self, config: Config, failures: FailedCredentials):
+        self.ci_secret = config.ci_webhook_secret
+        self.basic = config.basic_auth
+        self.basic_user = config.basic_user
+        self.failures = failures
+
+    def check(self, req: falcon.Request, scheme: str) -> Identity:
+        """Identify the request under `scheme` or raise 401 (429 while the client is locked out)."""
+        if scheme == PUBLIC:
+            return Identity(PUBLIC, "anonymous")
+        address = req.remote_addr or "unknown"
+        wait = self.failures.retry_after(address)
+        if wait is not None:
+            raise Problem(
+                429,
+                "too-many-requests",
+                "too many failed credentials from this address; wait and retry",
+                headers={"Retry-After": str(wait)},
+            )
+        identity = self._identify(req, scheme)
+        if identity is None:
+            self.failures.record(address)
+            headers = {"WWW-Authenticate": REALM} if scheme in {BASIC, CI_OR_BASIC} else None
+            raise Problem(401, "unauthorized", _what_is_needed(scheme), headers=headers)
+        return identity
+
+    def _identify(self, req: falcon.Request, scheme: str) -> Identity | None:
+        if scheme in {CI, CI_OR_BASIC}:
+            given = req.get_header(CI_HEADER)
+            if given is not None and self.ci_secret and equal(given, self.ci_secret):
+                return Identity(CI, "ci")
+        if scheme in {BASIC, CI_OR_BASIC}:
+            user = self._basic_user(req)
+            if user is not None:
+                return Identity(BASIC, user)
+        return None
+
+    def _basic_user(self, req: falcon.Request) -> str | None:
+        header = req.get_header("Authorization")
+        if not header or not self.basic:
+            return None
+        kind, _, token = header.partition(" ")
+        if kind.lower() != "basic" or not token:
+            return None
+        try:
+            given = base64.b64decode(token.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        if not equal(given, self.basic.encode()):
+            return None
+        return self.basic_user
+
+
+def _what_is_needed(scheme: str) -> str:
+    if scheme == CI:
+        return f"this endpoint needs the {CI_HEADER} header with the CI webhook secret"
+    if scheme == CI_OR_BASIC:
+        return f"this endpoint needs HTTP basic credentials or the {CI_HEADER} header"
+    return "this endpoint needs HTTP basic credentials"

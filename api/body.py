@@ -1,0 +1,87 @@
+"""Reading a JSON request body: media type, size, encoding, syntax, depth, then its JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import falcon
+
+import contracts
+from api.errors import Problem
+
+MAX_DEPTH = 32
+
+
+def is_json_media(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def read_raw(req: falcon.Request, limit: int) -> bytes:
+    """The body's bytes, refusing (413) anything longer than `limit` even when no length was declared."""
+    data = req.bounded_stream.read(limit + 1)
+    if len(data) > limit:
+        raise Problem(413, "payload-too-large", f"the request body is larger than {limit} bytes")
+    return data
+
+
+def parse_json(data: bytes) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Problem(400, "bad-request", f"the request body is not valid UTF-8 (byte {exc.start})") from None
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise Problem(400, "bad-request", f"the JSON body is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:
+        raise Problem(400, "bad-request", f"the request body is not valid JSON: {exc}") from None
+    if _depth(document) > MAX_DEPTH:
+        raise Problem(400, "bad-request", f"the JSON body is nested deeper than {MAX_DEPTH} levels")
+    return document
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(document: Any) -> int:
+    """Nesting depth, computed without recursion so a hostile document cannot exhaust the stack."""
+    deepest = 0
+    stack = [(document, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            stack.extend((v, level + 1) for v in node.values())
+        elif isinstance(node, list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            stack.extend((v, level + 1) for v in node)
+    return deepest
+
+
+def read_json(req: falcon.Request, *, schema: str | None, limit: int, optional: bool = False) -> Any:
+    """Read, parse and validate the body; `optional` bodies may be absent and then read as {}."""
+    declared = req.content_length
+    if optional and not declared and not req.content_type:
+        data = read_raw(req, limit)
+        if not data.strip():
+            return contracts.check(schema, {}) if schema else {}
+        raise Problem(415, "unsupported-media-type", "send the body as application/json")
+    if not is_json_media(req.content_type):
+        shown = req.content_type or "no Content-Type"
+        raise Problem(415, "unsupported-media-type", f"expected application/json, got {shown}")
+    data = read_raw(req, limit)
+    if not data.strip():
+        if optional:
+            return contracts.check(schema, {}) if schema else {}
+        raise Problem(400, "bad-request", "the request body is empty; a JSON document is required")
+    document = parse_json(data)
+    return contracts.check(schema, document) if schema else document

@@ -1,0 +1,132 @@
+"""The one place where errors become HTTP: domain errors map to statuses, and every error is problem+json."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import falcon
+
+from contracts import ContractViolation
+from storage.paging import InvalidCursor
+from svc.errors import Conflict, IdempotencyMismatch, InvalidQuery, NotFound, TransitionForbidden
+
+log = logging.getLogger("svc.api")
+
+PROBLEM_BASE = "https://svc.invalid/problems/"
+PROBLEM_JSON = "application/problem+json"
+
+
+class Problem(falcon.HTTPError):
+    """An HTTP error carrying RFC 9457 members: a problem type, a detail, and optional located `errors`."""
+
+    def __init__(self, status: int, kind: str, detail: str, *, errors=None, headers=None, extra=None):
+        super().__init__(falcon.code_to_http_status(status), title=_title(status), description=detail, headers=headers)
+        self.kind = kind
+        self.errors = errors
+        self.extra = extra or {}
+
+    def to_problem(self) -> dict:
+        body = {
+            "type": PROBLEM_BASE + self.kind,
+            "title": self.title,
+            "status": self.status_code,
+            "detail": self.description,
+        }
+        if self.errors is not None:
+            body["errors"] = self.errors
+        body.update(self.extra)
+        return body
+
+
+def _title(status: int) -> str:
+    return falcon.code_to_http_status(status).split(" ", 1)[1]
+
+
+_FALCON_KINDS = {
+    400: "bad-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    406: "not-acceptable",
+    409: "conflict",
+    411: "length-required",
+    413: "payload-too-large",
+    415: "unsupported-media-type",
+    422: "validation",
+    429: "too-many-requests",
+    431: "headers-too-large",
+    500: "internal",
+    503: "unavailable",
+}
+
+
+def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
+    """Falcon's error serializer: every HTTPError, ours or Falcon's own, leaves as problem+json."""
+    if isinstance(exc, Problem):
+        body = exc.to_problem()
+    else:
+        status = exc.status_code
+        body = {
+            "type": PROBLEM_BASE + _FALCON_KINDS.get(status, "error"),
+            "title": _title(status),
+            "status": status,
+            "detail": exc.description or _title(status),
+        }
+    resp.content_type = PROBLEM_JSON
+    resp.text = json.dumps(body)
+
+
+def _not_found(req, resp, exc: NotFound, params):
+    errors = [{"path": exc.path, "message": f"no {exc.what} {exc.ident!r}"}] if exc.path else None
+    raise Problem(404, "not-found", str(exc), errors=errors)
+
+
+def _conflict(req, resp, exc: Conflict, params):
+    extra = {"current_stage": exc.current_stage} if exc.current_stage else None
+    raise Problem(409, "conflict", str(exc), extra=extra)
+
+
+def _forbidden_transition(req, resp, exc: TransitionForbidden, params):
+    detail = f"{exc} (current stage: {exc.current})"
+    raise Problem(409, "transition-forbidden", detail, extra={"current_stage": exc.current})
+
+
+def _contract(req, resp, exc: ContractViolation, params):
+    errors = [v.as_dict() for v in exc.violations]
+    count = len(errors)
+    raise Problem(422, "validation", f"the request body breaks its contract in {count} place(s)", errors=errors)
+
+
+def _invalid_query(req, resp, exc: InvalidQuery, params):
+    raise Problem(400, "bad-query", str(exc), errors=[{"path": exc.parameter, "message": str(exc)}])
+
+
+def _invalid_cursor(req, resp, exc: InvalidCursor, params):
+    raise Problem(400, "bad-query", f"cursor: {exc}", errors=[{"path": "cursor", "message": str(exc)}])
+
+
+def _idempotency(req, resp, exc: IdempotencyMismatch, params):
+    raise Problem(422, "idempotency-key-reused", str(exc), errors=[{"path": "", "message": str(exc)}])
+
+
+def _unexpected(req, resp, exc: Exception, params):
+    if isinstance(exc, falcon.HTTPError):
+        raise exc
+    log.exception("unhandled error", extra={"request_id": getattr(req.context, "request_id", None)})
+    raise Problem(500, "internal", "the service failed to answer; the error is logged with this request's id")
+
+
+def register(app: falcon.App) -> None:
+    """Install the error mapping and the problem+json serializer on `app`."""
+    app.set_error_serializer(serialize)
+    # Falcon picks the most specific registered handler, so the order here does not matter.
+    app.add_error_handler(Exception, _unexpected)
+    app.add_error_handler(NotFound, _not_found)
+    app.add_error_handler(Conflict, _conflict)
+    app.add_error_handler(TransitionForbidden, _forbidden_transition)
+    app.add_error_handler(ContractViolation, _contract)
+    app.add_error_handler(InvalidQuery, _invalid_query)
+    app.add_error_handler(InvalidCursor, _invalid_cursor)
+    app.add_error_handler(IdempotencyMismatch, _idempotency)

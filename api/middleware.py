@@ -1,0 +1,91 @@
+"""Middleware: request ids and access logs, a database connection per request, the body limit, and the guard
+that applies each operation's credentials and body schema before its responder runs."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+import falcon
+
+from api.auth import Authenticator
+from api.body import read_json
+from api.errors import Problem
+from api.operations import Operation
+from storage.db import db
+
+log = logging.getLogger("svc.access")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestContext:
+    """Give every request an id (the caller's X-Request-Id if sane), return it, and log one line per request."""
+
+    def __init__(self, observers=()):
+        self.observers = list(observers)
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        given = req.get_header("X-Request-Id")
+        req.context.request_id = given if given and _REQUEST_ID.match(given) else uuid.uuid4().hex
+        req.context.started = time.perf_counter()
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded: bool) -> None:
+        resp.set_header("X-Request-Id", req.context.request_id)
+        elapsed = time.perf_counter() - req.context.started
+        route = req.uri_template or "unmatched"
+        status = resp.status_code if hasattr(resp, "status_code") else int(str(resp.status).split()[0])
+        for observe in self.observers:
+            observe(req.method, route, status, elapsed)
+        log.info(
+            "request",
+            extra={
+                "request_id": req.context.request_id,
+                "method": req.method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(elapsed * 1000, 2),
+                "client": req.remote_addr,
+            },
+        )
+
+
+class DatabaseConnection:
+    """One connection per request, returned at the end of it (to the pool on PostgreSQL)."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        db.connect(reuse_if_open=True)
+
+    def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
+        if not db.is_closed():
+            db.close()
+
+
+class Guard:
+    """Refuse oversized bodies early, then check credentials, then read and validate the declared body."""
+
+    def __init__(self, authenticator: Authenticator, max_body_bytes: int):
+        self.authenticator = authenticator
+        self.max_body_bytes = max_body_bytes
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.content_length is not None and req.content_length > self.max_body_bytes:
+            raise Problem(413, "payload-too-large", f"the request body is larger than {self.max_body_bytes} bytes")
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource, params) -> None:
+        if resource is None:
+            return
+        operations: dict[str, Operation] = getattr(resource, "operations", {})
+        operation = operations.get(req.method)
+        if operation is None:
+            return  # Falcon answers 405 (or OPTIONS) itself
+        req.context.operation = operation
+        req.context.identity = self.authenticator.check(req, operation.auth)
+        if operation.raw_body:
+            return
+        if operation.request is not None:
+            req.context.body = read_json(
+                req, schema=operation.request, limit=self.max_body_bytes, optional=operation.request_optional
+            )

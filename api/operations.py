@@ -1,0 +1,53 @@
+"""What each responder declares about itself: credentials, request schema, responses, query parameters.
+
+The same declarations drive the auth and body middleware and the OpenAPI document, so the document cannot
+drift from what the app enforces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Credential schemes (see ../shared/CONTRACT.md, "Credentials").
+PUBLIC = "public"
+BASIC = "basic"
+CI = "ci"
+CI_OR_BASIC = "ci_or_basic"
+FORGE_SIGNATURE = "forge_signature"
+TRACKER_SIGNATURE = "tracker_signature"
+
+SCHEMES = {PUBLIC, BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, TRACKER_SIGNATURE}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+    location: str = "query"
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    auth: str = BASIC
+    request: str | None = None
+    # The body may be omitted entirely (then it reads as {}), e.g. mark_done with no reason.
+    request_optional: bool = False
+    # Raw bodies (webhooks) are read by the responder itself: signatures are over the exact bytes.
+    raw_body: bool = False
+    responses: dict[int, str | None] = field(default_factory=dict)
+    params: tuple[Param, ...] = ()
+    tags: tuple[str, ...] = ()
+    idempotent_key: bool = False
+    content_type: str = "application/json"
+
+    def __post_init__(self) -> None:
+        if self.auth not in SCHEMES:
+            raise ValueError(f"unknown auth scheme {self.auth!r}")
+
+
+LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Page size.")
+CURSOR = Param("cursor", {"type": "string"}, "The `next` value of the previous page.")

@@ -1,0 +1,55 @@
+"""Query parameters, checked: a bad value is a 400 naming the parameter."""
+
+from __future__ import annotations
+
+import falcon
+
+from storage.paging import DEFAULT_LIMIT, MAX_LIMIT
+from svc.errors import InvalidQuery
+
+
+def limit(req: falcon.Request) -> int:
+    raw = req.get_param("limit")
+    if raw is None:
+        return DEFAULT_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidQuery("limit", f"expected a whole number from 1 to {MAX_LIMIT}, got {raw!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise InvalidQuery("limit", f"expected a whole number from 1 to {MAX_LIMIT}, got {value}")
+    return value
+
+
+def cursor(req: falcon.Request) -> str | None:
+    return req.get_param("cursor") or None
+
+
+def choice(req: falcon.Request, name: str, options) -> str | None:
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return None
+    if raw not in options:
+        raise InvalidQuery(name, f"expected one of {', '.join(sorted(options))}, got {raw!r}")
+    return raw
+
+
+def boolean(req: falcon.Request, name: str) -> bool | None:
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return None
+    lowered = raw.lower()
+    if lowered in {"true", "1", "yes"}:
+        return True
+    if lowered in {"false", "0", "no"}:
+        return False
+    raise InvalidQuery(name, f"expected true or false, got {raw!r}")
+
+
+def text(req: falcon.Request, name: str, *, max_length: int = 200) -> str | None:
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return None
+    if len(raw) > max_length:
+        raise InvalidQuery(name, f"longer than {max_length} characters")
+    return raw

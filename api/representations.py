@@ -1,0 +1,86 @@
+"""The contract's JSON shapes for domain objects. Empty values are null, never ""."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
+from svc.board import SlotView
+from svc.clock import iso
+
+
+def ticket(row: Ticket) -> dict[str, Any]:
+    return {
+        "key": row.key,
+        "initiative_id": row.initiative_id,
+        "title": row.title,
+        "stage": row.stage,
+        "waiting_on": row.waiting_on or None,
+        "tracker_issue_id": row.tracker_issue_id or None,
+        "assigned_slot": row.assigned_slot or None,
+        "link": row.link or None,
+        "needs_you": bool(row.needs_you),
+        "stage_changed_at": iso(row.stage_changed_at),
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
+    }
+
+
+def ticket_detail(row: Ticket, entries: list[TimelineEntry]) -> dict[str, Any]:
+    body = ticket(row)
+    body["timeline"] = [timeline_entry(e) for e in entries]
+    return body
+
+
+def timeline_entry(entry: TimelineEntry) -> dict[str, Any]:
+    return {"id": entry.id, "at": iso(entry.at), "kind": entry.kind, "summary": entry.summary, "data": entry.data}
+
+
+def initiative(row: Initiative) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "stage": row.stage,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
+    }
+
+
+def slot(view: SlotView) -> dict[str, Any]:
+    return {
+        "name": view.slot.name,
+        "ticket": view.claim.ticket_key if view.claim else None,
+        "claimed_at": iso(view.claim.claimed_at) if view.claim else None,
+        "last_activity_at": iso(view.slot.last_activity_at),
+        "last_wiped_at": iso(view.slot.last_wiped_at),
+    }
+
+
+def wallet(row: Wallet) -> dict[str, Any]:
+    budget, spent = float(row.budget), float(row.spent)
+    # With no budget set, any spend counts as the whole of it.
+    percent = round(spent / budget * 100, 2) if budget > 0 else (0.0 if spent == 0 else 100.0)
+    return {
+        "budget": budget,
+        "spent": spent,
+        "percent_used": percent,
+        "locked": bool(row.locked),
+        "updated_at": iso(row.updated_at),
+    }
+
+
+def run(row: AgentRun) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "agent_id": row.agent_id,
+        "status": row.status,
+        "ok": bool(row.ok),
+        "started_at": iso(row.started_at),
+        "finished_at": iso(row.finished_at),
+        "summary": row.summary or "",
+        "details": row.details,
+    }
+
+
+def page(name: str, items: list[dict[str, Any]], after: str | None) -> dict[str, Any]:
+    return {name: items, "next": after}

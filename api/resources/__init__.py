@@ -1,0 +1,1 @@
+"""Falcon resources, one module per area of the contract. Each declares its `operations`."""

@@ -1,0 +1,3 @@
+from svc.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""The `svc` command: serve, jobs, run, and the clients (notify, ops), validate, replay."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+
+from svc.config import Config, ConfigError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str):
+    def register(fn: Callable[[argparse.Namespace], int]):
+        COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def load_config() -> Config:
+    try:
+        return Config.from_env()
+    except ConfigError as exc:
+        print(f"svc: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def server_config(args: argparse.Namespace) -> Config:
+    """The configuration of a server process: environment, command-line overrides, generated credentials."""
+    from dataclasses import replace
+
+    from svc import logs
+
+    config = load_config()
+    overrides = {
+        k: v
+        for k, v in {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}.items()
+        if v is not None
+    }
+    config = replace(config, **overrides).with_generated_credentials()
+    logs.configure(config.log_level, secrets=logs.secrets_of(config))
+    return config
+
+
+@command("serve")
+def serve(args: argparse.Namespace, config: Config | None = None) -> int:
+    import waitress
+
+    from api import create_app
+
+    config = config or server_config(args)
+    app = create_app(config)
+    print(
+        f"svc: serving on http://{config.host}:{config.port} (database: {_describe_db(config.database_url)})",
+        flush=True,
+    )
+    waitress.serve(
+        app,
+        host=config.host,
+        port=config.port,
+        threads=config.threads,
+        ident="svc",
+        # waitress's own limit sits well above the app's, so even an oversized body gets a problem+json 413.
+        max_request_body_size=max(config.max_body_bytes * 8, 16 * 1024 * 1024),
+        max_request_header_size=64 * 1024,
+        clear_untrusted_proxy_headers=True,
+        channel_timeout=60,
+    )
+    return 0
+
+
+@command("jobs")
+def jobs(args: argparse.Namespace) -> int:
+    from jobs import assembly
+    from storage import db, migrations
+    from svc.clock import system_clock
+
+    config = server_config(args)
+    db.bind(db.open_database(config.database_url, max_connections=4))
+    migrations.migrate()
+    process = assembly.build(config, system_clock)
+    process.install_signal_handlers()
+    print(f"svc: jobs process running (database: {_describe_db(config.database_url)})", flush=True)
+    process.run_forever()
+    return 0
+
+
+@command("migrate")
+def migrate(args: argparse.Namespace) -> int:
+    from storage import db, migrations
+
+    config = load_config()
+    db.bind(db.open_database(config.database_url))
+    applied = migrations.migrate()
+    print(f"svc: schema at version {migrations.current_version()}; applied now: {applied or 'nothing'}")
+    return 0
+
+
+@command("run")
+def run(args: argparse.Namespace) -> int:
+    """Both processes for one machine: the jobs process as a supervised child, the API in this one."""
+    import threading
+    import time
+
+    config = server_config(args)  # generates credentials once, before the child reads them
+    from storage import db, migrations
+
+    db.bind(db.open_database(config.database_url))
+    migrations.migrate()
+    stopping = threading.Event()
+    child: list[subprocess.Popen] = []
+
+    def supervise() -> None:
+        # Restart the jobs process if it dies, at most once every ten seconds.
+        while not stopping.is_set():
+            started = time.monotonic()
+            proc = subprocess.Popen([sys.executable, "-m", "svc", "jobs"], env=os.environ.copy())
+            child[:] = [proc]
+            code = proc.wait()
+            if stopping.is_set():
+                return
+            print(f"svc: the jobs process exited with {code}; restarting it", file=sys.stderr, flush=True)
+            stopping.wait(max(0.0, 10 - (time.monotonic() - started)))
+
+    def stop(*_) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            for proc in child:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+
+    threading.Thread(target=supervise, name="jobs-supervisor", daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *a: (stop(), sys.exit(0)))
+    try:
+        return serve(args, config=config)
+    finally:
+        stop()
+        for proc in child:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _describe_db(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    if url.startswith("sqlite:///"):
+        return f"SQLite at {url.removeprefix('sqlite:///')}"
+    parts = urlsplit(url)
+    return f"PostgreSQL at {parts.hostname}:{parts.port or 5432}{parts.path}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="svc", description="Delivery coordination service")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("serve", "run"):
+        p = sub.add_parser(
+            name,
+            help="serve the API and the web board"
+            if name == "serve"
+            else "serve the API and run the jobs process (one machine)",
+        )
+        p.add_argument("--host", help="listen address (default SVC_HOST or 127.0.0.1)")
+        p.add_argument("--port", type=int, help="listen port (default SVC_PORT or 8080)")
+    sub.add_parser("jobs", help="run the jobs process: ops agents on their UTC schedules, chat delivery, the poller")
+    sub.add_parser("migrate", help="create or upgrade the database schema and exit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return COMMANDS[args.command](args) or 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,20 @@
+"""Time, injected: every unit of work asks a `Clock` instead of reading the system time itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    """Now, as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with a Z suffix (the contract's timestamp form), or None."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")

@@ -1,0 +1,63 @@
+"""Structured logs: one JSON object per line on stderr, with the request id when there is one.
+
+Secrets never reach the log: nothing logs a header or a URL that carries a token, and `redact()` is
+applied to every message as a last line of defence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JSONFormatter(logging.Formatter):
+    def __init__(self, secrets: tuple[str, ...] = ()):
+        super().__init__()
+        self.secrets = tuple(s for s in secrets if s)
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return self.redact(json.dumps(entry, default=str))
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+
+def configure(level: str = "INFO", *, secrets: tuple[str, ...] = (), stream=None) -> None:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JSONFormatter(secrets))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # waitress logs each queue backlog warning; keep it, but not its per-connection chatter.
+    logging.getLogger("waitress.queue").setLevel("WARNING")
+
+
+def secrets_of(config) -> tuple[str, ...]:
+    """Every configured secret, for redaction."""
+    values = [
+        config.ci_webhook_secret,
+        config.basic_auth,
+        config.basic_auth.split(":", 1)[1] if config.basic_auth else None,
+        config.forge_webhook_secret,
+        config.tracker_webhook_secret,
+        config.tracker_api_key,
+        config.discord_webhook_url,
+    ]
+    return tuple(v for v in values if v)
