@@ -1,0 +1,24 @@
+"""What the jobs process runs: the scheduled agents and the outbox handlers, built from the configuration."""
+
+from __future__ import annotations
+
+from jobs.delivery import Handler, OutboxDeliverer, Recorder
+from jobs.process import Job, JobsProcess
+from svc.clock import Clock
+from svc.config import Config
+
+
+def scheduled_jobs(config: Config, clock: Clock) -> dict[str, Job]:
+    """agent id -> the job the scheduler starts when that agent is due."""
+    return {}
+
+
+def outbox_handlers(config: Config, clock: Clock) -> tuple[dict[str, Handler], dict[str, Recorder]]:
+    """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
+    return {}, {}
+
+
+def build(config: Config, clock: Clock) -> JobsProcess:
+    handlers, recorders = outbox_handlers(config, clock)
+    deliverer = OutboxDeliverer(handlers, clock, recorders=recorders)
+    return JobsProcess(clock, scheduled_jobs(config, clock), deliverer=deliverer)

@@ -1,0 +1,196 @@
+"""The jobs process (`svc jobs`): scheduled agents, outbox delivery and a heartbeat, in one loop.
+
+Scheduled jobs are claimed with a compare-and-swap on `job_state.last_slot` (the due time they run for),
+so two jobs processes on one database never run the same scheduled job twice. A job that missed its time
+while the process was down runs once when it comes back, if it is still within the job's grace and the
+job has run before (a fresh database never starts with a burst of "missed" runs); that run is marked late.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import schedule
+
+from jobs import runs
+from jobs.delivery import OutboxDeliverer
+from jobs.schedules import AGENTS, AgentSchedule
+from storage.db import connection, transaction
+from storage.models import JobState
+from svc.clock import Clock
+
+log = logging.getLogger("svc.jobs")
+
+# A due time this recent counts as "on time"; older ones are catch-ups (run only within the grace).
+ON_TIME = timedelta(minutes=5)
+TICK_SECONDS = 20
+DRAIN_SECONDS = 2
+HEARTBEAT_SECONDS = 15
+HEARTBEAT_JOB = "jobs-heartbeat"
+
+Job = Callable[[runs.Trigger], Any]
+
+
+@dataclass(frozen=True)
+class DueRun:
+    agent_id: str
+    slot: datetime
+    late: bool
+
+
+def due_slot(plan: AgentSchedule, last_slot: datetime | None, now: datetime) -> DueRun | None:
+    """Whether `plan` is due at `now`, given the last due time it ran for. Pure, so it is tested by clock."""
+    if plan.cron is not None:
+        slot = plan.cron.previous(now)
+        if last_slot is not None and last_slot >= slot:
+            return None
+        delay = now - slot
+        if delay <= ON_TIME:
+            return DueRun(plan.agent_id, slot, late=False)
+        if last_slot is None or delay > plan.grace:
+            return None
+        return DueRun(plan.agent_id, slot, late=True)
+    assert plan.every is not None
+    period = int(plan.every.total_seconds())
+    slot = datetime.fromtimestamp(int(now.timestamp()) // period * period, UTC)
+    if last_slot is not None and last_slot >= slot:
+        return None
+    return DueRun(plan.agent_id, slot, late=False)
+
+
+class JobsProcess:
+    def __init__(
+        self,
+        clock: Clock,
+        jobs: Mapping[str, Job],
+        *,
+        deliverer: OutboxDeliverer | None = None,
+        schedules: Mapping[str, AgentSchedule] = AGENTS,
+        owner: str | None = None,
+    ):
+        self.clock = clock
+        self.jobs = dict(jobs)
+        self.deliverer = deliverer
+        self.schedules = {agent_id: schedules[agent_id] for agent_id in self.jobs}
+        self.owner = owner or f"jobs-{uuid.uuid4().hex[:12]}"
+        self.stopping = threading.Event()
+
+    # -- one tick, testable with an injected clock --------------------------------------------------------
+
+    def due(self, now: datetime | None = None) -> list[DueRun]:
+        now = now or self.clock()
+        with connection():
+            states = {s.job: s for s in JobState.select().where(JobState.job.in_(list(self.schedules)))}
+        found = []
+        for agent_id, plan in self.schedules.items():
+            state = states.get(agent_id)
+            run = due_slot(plan, state.last_slot if state else None, now)
+            if run is not None:
+                found.append(run)
+        return found
+
+    def claim(self, run: DueRun) -> bool:
+        """Take `run` for this process; False when another process already ran (or is running) that slot."""
+        now = self.clock()
+        with connection(), transaction():
+            JobState.insert(job=run.agent_id).on_conflict_ignore().execute()
+            taken = (
+                JobState.update(last_slot=run.slot, last_started_at=now, lease_owner=self.owner)
+                .where(
+                    (JobState.job == run.agent_id) & (JobState.last_slot.is_null() | (JobState.last_slot < run.slot))
+                )
+                .execute()
+            )
+        return taken == 1
+
+    def run_due(self) -> list[str]:
+        """Run every job due now (each claimed first); return the agent ids that ran here."""
+        ran = []
+        for run in self.due():
+            if self.stopping.is_set():
+                break
+            if not self.claim(run):
+                continue
+            self._run(run)
+            ran.append(run.agent_id)
+        return ran
+
+    def _run(self, run: DueRun) -> None:
+        trigger = runs.Trigger("schedule", scheduled_for=run.slot, late=run.late)
+        started = self.clock()
+        try:
+            with connection():
+                self.jobs[run.agent_id](trigger)
+        except Exception as exc:
+            log.exception("scheduled job failed", extra={"agent_id": run.agent_id})
+            with connection(), transaction():
+                runs.record(
+                    run.agent_id,
+                    trigger=trigger,
+                    started_at=started,
+                    finished_at=self.clock(),
+                    status="FAILED",
+                    ok=False,
+                    summary=f"{type(exc).__name__}: {exc}"[:500],
+                )
+        finally:
+            with connection(), transaction():
+                JobState.update(last_finished_at=self.clock()).where(JobState.job == run.agent_id).execute()
+
+    def drain(self) -> int:
+        return self.deliverer.drain() if self.deliverer is not None else 0
+
+    def heartbeat(self) -> None:
+        now = self.clock()
+        with connection(), transaction():
+            JobState.insert(job=HEARTBEAT_JOB).on_conflict_ignore().execute()
+            JobState.update(last_started_at=now, lease_owner=self.owner).where(JobState.job == HEARTBEAT_JOB).execute()
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def run_forever(self) -> None:
+        """Loop until SIGTERM/SIGINT; the job in hand is finished before the process exits."""
+        loop = schedule.Scheduler()
+        loop.every(TICK_SECONDS).seconds.do(self._guarded, self.run_due)
+        loop.every(DRAIN_SECONDS).seconds.do(self._guarded, self.drain)
+        loop.every(HEARTBEAT_SECONDS).seconds.do(self._guarded, self.heartbeat)
+        log.info("jobs process started", extra={"owner": self.owner, "jobs": sorted(self.jobs)})
+        self._guarded(self.heartbeat)
+        self._guarded(self.run_due)
+        self._guarded(self.drain)
+        while not self.stopping.is_set():
+            loop.run_pending()
+            idle = loop.idle_seconds
+            self.stopping.wait(timeout=min(max(idle if idle is not None else 1.0, 0.05), 1.0))
+        log.info("jobs process stopped", extra={"owner": self.owner})
+
+    def _guarded(self, step: Callable[[], Any]) -> None:
+        if self.stopping.is_set():
+            return
+        try:
+            step()
+        except Exception:  # one failing step (database restarting, say) must not end the process
+            log.exception("jobs step failed", extra={"step": getattr(step, "__name__", str(step))})
+
+    def install_signal_handlers(self) -> None:
+        def stop(signum, frame):
+            log.info("stopping after the job in hand", extra={"signal": signum})
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+
+def heartbeat_age(now: datetime) -> float | None:
+    """Seconds since any jobs process last beat, or None if none ever did."""
+    row = JobState.get_or_none(JobState.job == HEARTBEAT_JOB)
+    if row is None or row.last_started_at is None:
+        return None
+    return (now - row.last_started_at).total_seconds()
