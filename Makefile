@@ -1,0 +1,44 @@
+# The two commands of the README. Everything else is set up by them, in .venv, on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+TEST_POSTGRES_URL ?= postgresql://127.0.0.1:5432/test
+PYTEST_ARGS ?=
+
+.PHONY: run test test-sqlite test-postgres bench lint screenshot clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+# Installs the project itself (not editable), so tests and `svc` run what a wheel would ship.
+install: $(BIN)/python
+	$(PIP) install '.[test]'
+
+run: install
+	$(BIN)/svc run
+
+test: install
+	@$(MAKE) --no-print-directory test-sqlite
+	@if $(BIN)/python scripts/postgres_reachable.py "$(TEST_POSTGRES_URL)"; then \
+		$(MAKE) --no-print-directory test-postgres; \
+		echo "make test: the suite ran on SQLite and on PostgreSQL ($(TEST_POSTGRES_URL))"; \
+	else \
+		echo "make test: PostgreSQL is not reachable at $(TEST_POSTGRES_URL); the suite ran on SQLite only"; \
+	fi
+
+test-sqlite:
+	@echo "== test suite on SQLite"
+	SVC_TEST_DATABASE=sqlite SVC_TEST_INSTALLED=1 $(BIN)/pytest $(PYTEST_ARGS)
+
+test-postgres:
+	@echo "== test suite on PostgreSQL"
+	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 $(BIN)/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info

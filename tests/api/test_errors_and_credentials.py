@@ -1,0 +1,126 @@
+"""Bad input and missing credentials: a clear problem+json answer, and nothing changes."""
+
+import base64
+import json
+
+import pytest
+
+from api.auth import FailedCredentials
+
+BODY = {"key": "PORT-1", "initiative_id": "port", "title": "x"}
+
+
+@pytest.fixture
+def initiative(api):
+    api.post("/api/v1/initiatives", json={"id": "port", "name": "Port"})
+
+
+def nothing_created(api):
+    return api.get("/api/v1/tickets").json["tickets"] == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Basic " + base64.b64encode(b"admin:wrong").decode()},
+        {"Authorization": "Bearer token"},
+        {"Authorization": "Basic !!!not-base64"},
+        {"X-Svc-CI-Secret": "test-ci-secret-0123456789abcdef"},  # the CI secret does not open basic endpoints
+    ],
+)
+def test_basic_endpoints_refuse_missing_or_wrong_credentials(api, initiative, headers):
+    result = api.post("/api/v1/tickets", json=BODY, auth=None, headers=headers)
+    assert result.status_code == 401
+    assert result.headers["www-authenticate"].startswith('Basic realm="svc"')
+    assert result.headers["content-type"] == "application/problem+json"
+    assert result.json["status"] == 401
+    assert nothing_created(api)
+
+
+def test_not_json_is_400_and_wrong_media_type_is_415(api, initiative):
+    broken = api.post("/api/v1/tickets", body=b'{"key": ', headers={"Content-Type": "application/json"})
+    assert broken.status_code == 400
+    typed = api.post(
+        "/api/v1/tickets", body=b"key=PORT-1", headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert typed.status_code == 415
+    assert nothing_created(api)
+
+
+def test_invalid_utf8_is_400(api, initiative):
+    result = api.post("/api/v1/tickets", body=b'{"key": "\xff\xfe"}', headers={"Content-Type": "application/json"})
+    assert result.status_code == 400
+    assert "UTF-8" in result.json["detail"]
+
+
+def test_deep_json_is_400_not_a_crash(api, initiative):
+    for depth in (40, 100_000):
+        body = b"[" * depth + b"]" * depth
+        result = api.post("/api/v1/tickets", body=body, headers={"Content-Type": "application/json"})
+        assert result.status_code == 400
+        assert "nested deeper" in result.json["detail"]
+
+
+def test_nan_is_not_json(api):
+    result = api.put(
+        "/api/v1/wallet",
+        body=b'{"budget": NaN, "spent": 0, "locked": false}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert result.status_code == 400
+
+
+def test_a_body_over_the_limit_is_413_problem_json(app_factory, config_factory):
+    from fakes import FakeClock
+    from testclient import ApiClient
+
+    app = app_factory(config_factory(max_body_bytes=2048), clock=FakeClock())
+    api = ApiClient(app, basic="admin:correct-horse-battery", ci_secret="test-ci-secret-0123456789abcdef")
+    api.post("/api/v1/initiatives", json={"id": "port", "name": "Port"})
+    result = api.post("/api/v1/tickets", json={**BODY, "title": "x" * 4096})
+    assert result.status_code == 413
+    assert result.headers["content-type"] == "application/problem+json"
+    assert nothing_created(api)
+
+
+def test_unknown_routes_and_methods_are_problem_json(api):
+    assert api.get("/api/v1/nothing-here").status_code == 404
+    result = api.delete("/api/v1/tickets")
+    assert result.status_code == 405
+    assert result.headers["content-type"] == "application/problem+json"
+
+
+def test_health_and_openapi_need_no_credentials(api):
+    assert api.get("/healthz", auth=None).json["status"] == "ok"
+    assert api.get("/api/v1/openapi.json", auth=None).json["openapi"] == "3.1.0"
+
+
+def test_a_request_id_is_returned_and_a_sane_one_is_kept(api):
+    assert len(api.get("/healthz").headers["x-request-id"]) == 32
+    assert api.get("/healthz", headers={"X-Request-Id": "abc-123"}).headers["x-request-id"] == "abc-123"
+    assert api.get("/healthz", headers={"X-Request-Id": "bad id\n"}).headers["x-request-id"] != "bad id\n"
+
+
+def test_repeated_failed_credentials_are_slowed_with_429(app_factory, config):
+    from fakes import FakeClock
+    from testclient import ApiClient
+
+    ticks = [1000.0]
+    failures = FailedCredentials(monotonic=lambda: ticks[0])
+    app = app_factory(config, failures=failures, clock=FakeClock())
+    api = ApiClient(app, basic="admin:correct-horse-battery", ci_secret="x" * 20)
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"admin:guess").decode()}
+    for _ in range(10):
+        assert api.get("/api/v1/wallet", auth=None, headers=wrong).status_code == 401
+    locked = api.get("/api/v1/wallet")  # even the right credentials wait out the minute
+    assert locked.status_code == 429
+    assert 1 <= int(locked.headers["retry-after"]) <= 60
+    ticks[0] += 61
+    assert api.get("/api/v1/wallet").status_code == 200
+
+
+def test_secrets_are_not_echoed_in_error_bodies(api):
+    result = api.get("/api/v1/wallet", auth=None, headers={"X-Svc-CI-Secret": "guess-guess-guess"})
+    assert "guess-guess-guess" not in result.text
+    assert "correct-horse" not in json.dumps(result.json)

@@ -1,0 +1,84 @@
+"""Outbox delivery: lease, hand over, record; transient failures back off, permanent ones give up."""
+
+from datetime import timedelta
+
+import pytest
+
+from jobs.delivery import BACKOFF, OutboxDeliverer, Outcome
+from storage import outbox
+from storage.db import connection, transaction
+
+
+@pytest.fixture
+def queued(app, clock):
+    with connection(), transaction():
+        return outbox.enqueue("chat", {"content": "hello"}, at=clock()).id
+
+
+def fetch(message_id):
+    with connection():
+        return outbox.get(message_id)
+
+
+def test_a_sent_message_is_not_sent_again(app, clock, queued):
+    calls = []
+    deliverer = OutboxDeliverer({"chat": lambda a: calls.append(a.payload) or Outcome.sent()}, clock)
+    assert deliverer.drain() == 1
+    assert deliverer.drain() == 0
+    assert calls == [{"content": "hello"}]
+    message = fetch(queued)
+    assert (message.status, message.attempts) == ("sent", 1)
+
+
+def test_transient_failures_back_off_and_give_up_after_about_a_day(app, clock, queued):
+    deliverer = OutboxDeliverer({"chat": lambda a: Outcome.retry("503 from chat")}, clock)
+    waited = 0
+    for expected in BACKOFF:
+        assert deliverer.drain() == 1
+        message = fetch(queued)
+        assert message.status == "pending"
+        assert message.next_attempt_at - clock() == timedelta(seconds=expected)
+        assert deliverer.drain() == 0  # not due yet
+        clock.advance(seconds=expected)
+        waited += expected
+    assert deliverer.drain() == 1
+    message = fetch(queued)
+    assert message.status == "failed" and "503" in message.last_error
+    assert timedelta(hours=20) < timedelta(seconds=waited) < timedelta(hours=30)
+
+
+def test_retry_after_overrides_the_backoff(app, clock, queued):
+    OutboxDeliverer({"chat": lambda a: Outcome.retry("429", after=7.5)}, clock).drain()
+    assert fetch(queued).next_attempt_at - clock() == timedelta(seconds=7.5)
+
+
+def test_a_permanent_failure_gives_up_at_once(app, clock, queued):
+    OutboxDeliverer({"chat": lambda a: Outcome.give_up("404: webhook deleted")}, clock).drain()
+    message = fetch(queued)
+    assert message.status == "failed" and message.last_error == "404: webhook deleted"
+
+
+def test_a_leased_message_is_not_taken_by_a_second_deliverer(app, clock, queued):
+    first = OutboxDeliverer({"chat": lambda a: Outcome.sent()}, clock, owner="a")
+    second = OutboxDeliverer({"chat": lambda a: Outcome.sent()}, clock, owner="b")
+    message = fetch(queued)
+    with connection(), transaction():
+        assert outbox.lease(message, owner="a", now=clock(), seconds=60)
+    assert second.drain() == 0
+    clock.advance(seconds=61)  # the first deliverer died holding it: the lease runs out and it goes again
+    assert second.drain() == 1
+    assert first.drain() == 0
+
+
+def test_kinds_without_a_handler_wait(app, clock, queued):
+    assert OutboxDeliverer({"tracker_close": lambda a: Outcome.sent()}, clock).drain() == 0
+    assert fetch(queued).status == "pending"
+
+
+def test_a_crashing_handler_is_a_transient_failure(app, clock, queued):
+    def crash(attempt):
+        raise ValueError("bug")
+
+    assert OutboxDeliverer({"chat": crash}, clock).drain() == 1
+    message = fetch(queued)
+    assert message.status == "pending" and "ValueError" in message.last_error

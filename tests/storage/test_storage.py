@@ -1,0 +1,58 @@
+"""The database layer: durable SQLite settings, migrations safe to run twice, compare-and-swap."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from storage import db as storage_db
+from storage import migrations, tickets
+from storage.models import Initiative, Ticket
+
+
+def test_sqlite_runs_in_wal_with_durable_commits(app, db_session):
+    if storage_db.is_postgres():
+        pytest.skip("SQLite settings; this run is on PostgreSQL")
+    pragma = lambda name: storage_db.db.execute_sql(f"PRAGMA {name}").fetchone()[0]  # noqa: E731
+    assert pragma("journal_mode") == "wal"
+    assert pragma("synchronous") == 2  # FULL
+    assert pragma("busy_timeout") == 10_000
+    assert pragma("foreign_keys") == 1
+
+
+def test_migrations_are_safe_to_run_twice(app):
+    assert migrations.migrate() == []
+    assert migrations.migrate() == []
+    assert migrations.current_version() == migrations.MIGRATIONS[-1][0]
+
+
+def _ticket(now):
+    Initiative.create(id="port", name="Port", stage="active", created_at=now, updated_at=now)
+    return Ticket.create(
+        key="PORT-1",
+        initiative="port",
+        title="t",
+        stage="queued",
+        needs_you=False,
+        version=1,
+        stage_changed_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def test_compare_and_swap_lets_only_the_first_writer_win(app, db_session):
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    row = _ticket(now)
+    first, second = tickets.get("PORT-1"), tickets.get("PORT-1")
+    assert tickets.compare_and_swap(first, expected_stage="queued", expected_version=1, changes={"stage": "execute"})
+    assert not tickets.compare_and_swap(
+        second, expected_stage="queued", expected_version=1, changes={"stage": "blocked"}
+    )
+    assert tickets.get(row.key).stage == "execute"
+    assert tickets.get(row.key).version == 2
+
+
+def test_timestamps_come_back_as_aware_utc(app, db_session):
+    now = datetime(2026, 11, 20, 8, 30, 15, 123456, tzinfo=UTC)
+    _ticket(now)
+    assert tickets.get("PORT-1").stage_changed_at == now

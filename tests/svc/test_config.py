@@ -1,0 +1,92 @@
+import stat
+
+import pytest
+
+from svc.config import Config, ConfigError
+
+
+def test_defaults_match_the_readme():
+    config = Config.from_env({})
+    assert config.host == "127.0.0.1"
+    assert config.port == 8080
+    assert config.base_url == "http://127.0.0.1:8080"
+    assert config.database_url == "sqlite:///var/svc.sqlite3"
+    assert config.max_body_bytes == 1_048_576
+    assert config.tracker_api_url == "https://api.linear.app/graphql"
+    assert config.router_allowlist == frozenset()
+    assert config.ci_webhook_secret is None and config.basic_auth is None
+
+
+def test_every_bad_value_is_named_at_once():
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env(
+            {
+                "SVC_PORT": "eighty",
+                "SVC_BASIC_AUTH": "no-colon",
+                "DISCORD_WEBHOOK_URL": "http://discord.example/api/webhooks/1/token",
+                "SVC_STAGING_URL": "http://staging.example",
+                "DATABASE_URL": "mysql://x/y",
+                "OPS_PULSE_ALWAYS": "sometimes",
+                "SVC_CI_WEBHOOK_SECRET": "short",
+                "SVC_BAY_WIPE_COMMAND": "wipe-bay",
+            }
+        )
+    named = {p.split(":", 1)[0] for p in caught.value.problems}
+    assert named == {
+        "SVC_PORT",
+        "SVC_BASIC_AUTH",
+        "DISCORD_WEBHOOK_URL",
+        "SVC_STAGING_URL",
+        "DATABASE_URL",
+        "OPS_PULSE_ALWAYS",
+        "SVC_CI_WEBHOOK_SECRET",
+        "SVC_BAY_WIPE_COMMAND",
+    }
+
+
+def test_a_chat_webhook_token_never_appears_in_the_error():
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env({"DISCORD_WEBHOOK_URL": "http://discord.example/api/webhooks/1/SECRET-TOKEN"})
+    assert "SECRET-TOKEN" not in str(caught.value)
+
+
+def test_http_chat_webhook_is_allowed_only_to_loopback():
+    config = Config.from_env({"DISCORD_WEBHOOK_URL": "http://127.0.0.1:9999/api/webhooks/1/t"})
+    assert config.discord_webhook_url == "http://127.0.0.1:9999/api/webhooks/1/t"
+
+
+def test_values_are_parsed():
+    config = Config.from_env(
+        {
+            "SVC_DATA_DIR": "/srv/svc",
+            "SVC_PORT": "9000",
+            "OPS_PULSE_ALWAYS": "1",
+            "SVC_ROUTER_ALLOWLIST": "alice, bot-1,,",
+            "SVC_BAY_WIPE_COMMAND": "ssh bays wipe {slot}",
+            "DATABASE_URL": "postgresql://127.0.0.1:5432/test",
+        }
+    )
+    assert config.port == 9000
+    assert config.ops_pulse_always is True
+    assert config.router_allowlist == {"alice", "bot-1"}
+    assert config.bay_wipe_command == ("ssh", "bays", "wipe", "{slot}")
+    assert config.database_url == "postgresql://127.0.0.1:5432/test"
+
+
+def test_first_start_generates_private_credentials_and_later_starts_reuse_them(tmp_path, capsys):
+    config = Config(data_dir=tmp_path / "data")
+    first = config.with_generated_credentials()
+    path = tmp_path / "data" / "credentials.env"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert str(path) in capsys.readouterr().out
+    assert len(first.ci_webhook_secret) >= 32
+    user, _, password = first.basic_auth.partition(":")
+    assert user == "svc" and len(password) >= 16
+    second = config.with_generated_credentials()
+    assert (second.ci_webhook_secret, second.basic_auth) == (first.ci_webhook_secret, first.basic_auth)
+
+
+def test_environment_secrets_win_over_the_generated_file(tmp_path):
+    Config(data_dir=tmp_path).with_generated_credentials()
+    config = Config(data_dir=tmp_path, basic_auth="ops:from-the-environment").with_generated_credentials()
+    assert config.basic_auth == "ops:from-the-environment"
