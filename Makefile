@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 TEST_POSTGRES_URL ?= postgresql://127.0.0.1:5432/test
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres bench lint screenshot clean
+.PHONY: install install-test run test test-sqlite test-postgres bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,12 +14,15 @@ $(BIN)/python:
 
 # Installs the project itself (not editable), so tests and `svc` run what a wheel would ship.
 install: $(BIN)/python
+	$(PIP) install .
+
+install-test: $(BIN)/python
 	$(PIP) install '.[test]'
 
 run: install
 	$(BIN)/svc run
 
-test: install
+test: install-test
 	@$(MAKE) --no-print-directory test-sqlite
 	@if $(BIN)/python scripts/postgres_reachable.py "$(TEST_POSTGRES_URL)"; then \
 		$(MAKE) --no-print-directory test-postgres; \
@@ -36,7 +39,7 @@ test-postgres:
 	@echo "== test suite on PostgreSQL"
 	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 $(BIN)/pytest $(PYTEST_ARGS)
 
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

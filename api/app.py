@@ -9,7 +9,7 @@ import falcon
 from api import errors
 from api.auth import Authenticator, FailedCredentials
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import health, initiatives, openapi, slots, tickets, wallet
+from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board
@@ -17,7 +17,7 @@ from svc.clock import Clock, system_clock
 from svc.config import Config
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents)
 
 
 @dataclass

@@ -90,7 +90,7 @@ class Board:
                 at=now,
                 data={"stage": stage, "actor": actor},
             )
-            self._announce(StageChange(row, None, stage, None, None, actor, now, "create"))
+            self.announce(StageChange(row, None, stage, None, None, actor, now, "create"))
             return row
 
         return self._shown(units.run(work, what="creating the ticket"))
@@ -173,12 +173,13 @@ class Board:
             change = apply_stage_change(
                 row, step, clock=self.clock, kind=kind, actor=actor, reason=reason, config=self.config
             )
-            self._announce(change)
+            self.announce(change)
             return row
 
         return self._shown(units.run(work, what=f"changing {key}"))
 
-    def _announce(self, change: StageChange) -> None:
+    def announce(self, change: StageChange) -> None:
+        """Tell every stage listener (the router's board normalizer, metrics) about a change, in its transaction."""
         for listener in self.stage_listeners:
             listener(change)
 

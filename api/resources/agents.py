@@ -1,0 +1,43 @@
+"""GET /api/v1/agents: the agents strip."""
+
+from __future__ import annotations
+
+import falcon
+
+from api.operations import Operation
+from jobs import agents_strip
+from svc.clock import iso
+
+
+def agent_row(status: agents_strip.AgentStatus) -> dict:
+    last = status.last_run
+    return {
+        "agent_id": status.schedule.agent_id,
+        "description": status.schedule.description,
+        "last_status": last.status if last else None,
+        "last_run_at": iso(last.started_at) if last else None,
+        "ok": bool(last.ok) if last else None,
+        "schedule": status.schedule.schedule_text,
+        "next_due_at": iso(status.next_due_at),
+        "late": status.late,
+    }
+
+
+class Agents:
+    operations = {
+        "GET": Operation(
+            "The agents strip: last status, last run, schedule, next due time, late",
+            responses={200: "agents.json"},
+            tags=("agents",),
+        ),
+    }
+
+    def __init__(self, clock):
+        self.clock = clock
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"agents": [agent_row(s) for s in agents_strip.strip(self.clock())]}
+
+
+def routes(services) -> list[tuple[str, object]]:
+    return [("/api/v1/agents", Agents(services.clock))]
