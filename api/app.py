@@ -12,7 +12,7 @@ from api.middleware import DatabaseConnection, Guard, RequestContext
 from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet
 from storage import db as storage_db
 from storage import migrations
-from svc.board import Board
+from svc.board import Board, StageListener
 from svc.clock import Clock, system_clock
 from svc.config import Config
 
@@ -37,9 +37,11 @@ def create_app(
     database=None,
     migrate: bool = True,
     failures: FailedCredentials | None = None,
+    stage_listeners: tuple[StageListener, ...] = (),
 ) -> falcon.App:
     """Build the app. `database` defaults to the one `config.database_url` names; its schema is migrated.
 
+    `stage_listeners` hear every stage change inside its transaction (the router adds its own).
     The config must carry its secrets already (see `Config.with_generated_credentials`): an app without a
     CI secret or basic credentials refuses those endpoints rather than running open.
     """
@@ -49,7 +51,7 @@ def create_app(
     if migrate:
         migrations.migrate()
 
-    services = Services(config=config, clock=clock, board=Board(config, clock))
+    services = Services(config=config, clock=clock, board=Board(config, clock, stage_listeners=stage_listeners))
     authenticator = Authenticator(config, failures or FailedCredentials())
     app = falcon.App(
         middleware=[RequestContext(), Guard(authenticator, config.max_body_bytes), DatabaseConnection()],
