@@ -7,18 +7,35 @@ import logging
 import re
 import time
 import uuid
+from urllib.parse import urlsplit
 
 import falcon
 
 from api.auth import Authenticator
 from api.body import read_json
 from api.errors import Problem
-from api.operations import Operation
+from api.operations import BASIC, Operation
 from storage.db import db
 
 log = logging.getLogger("svc.access")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+def refuse_cross_site(req: falcon.Request) -> None:
+    """Browsers replay cached basic credentials on requests other sites make; refuse those (403).
+
+    Scripts and the CLI send no Origin; the web board's own requests are same-origin.
+    """
+    site = req.get_header("Sec-Fetch-Site")
+    origin = req.get_header("Origin")
+    cross = site == "cross-site" or (
+        origin is not None
+        and (origin == "null" or urlsplit(origin).netloc.lower() != (req.get_header("Host") or "").lower())
+    )
+    if cross:
+        raise Problem(403, "cross-site", "requests from another site may not change anything here")
 
 
 class RequestContext:
@@ -83,6 +100,8 @@ class Guard:
             return  # Falcon answers 405 (or OPTIONS) itself
         req.context.operation = operation
         req.context.identity = self.authenticator.check(req, operation.auth)
+        if req.method not in _SAFE_METHODS and req.context.identity.scheme == BASIC:
+            refuse_cross_site(req)
         if operation.raw_body:
             return
         if operation.request is not None:

@@ -123,7 +123,7 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             "required": not op.request_optional,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{component_name(op.request)}"}}},
         }
-    for status, schema in sorted(standard_responses(op).items()):
+    for status, schema in sorted(standard_responses(op, method).items()):
         media = "application/problem+json" if schema == "problem.json" else op.content_type
         entry: dict[str, Any] = {"description": falcon.code_to_http_status(status).split(" ", 1)[1]}
         if schema is not None:
@@ -134,11 +134,13 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
     return doc
 
 
-def standard_responses(op: Operation) -> dict[int, str | None]:
+def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
     """The operation's own responses plus the problem answers its declaration implies."""
     implied: dict[int, str] = {}
     if op.auth != PUBLIC:
         implied.update({401: "problem.json", 429: "problem.json"})
+    if op.auth in {BASIC, CI_OR_BASIC} and method not in {"GET", "HEAD", "OPTIONS"}:
+        implied[403] = "problem.json"  # cross-site requests riding on a browser's cached credentials
     if op.request is not None or op.raw_body:
         implied.update({400: "problem.json", 413: "problem.json", 415: "problem.json", 422: "problem.json"})
     if any(p.location == "query" for p in op.params):

@@ -124,3 +124,20 @@ def test_secrets_are_not_echoed_in_error_bodies(api):
     result = api.get("/api/v1/wallet", auth=None, headers={"X-Svc-CI-Secret": "guess-guess-guess"})
     assert "guess-guess-guess" not in result.text
     assert "correct-horse" not in json.dumps(result.json)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Origin": "null"}],
+)
+def test_cross_site_requests_cannot_ride_on_cached_basic_credentials(api, initiative, headers):
+    api.post("/api/v1/tickets", json=BODY)
+    result = api.post("/api/v1/tickets/PORT-1/cancel", headers=headers)
+    assert result.status_code == 403
+    assert api.get("/api/v1/tickets/PORT-1").json["stage"] == "agreement"
+
+
+def test_same_origin_browser_requests_are_allowed(api, initiative):
+    api.post("/api/v1/tickets", json=BODY)
+    same = {"Origin": "http://falconframework.org", "Sec-Fetch-Site": "same-origin"}
+    assert api.post("/api/v1/tickets/PORT-1/cancel", headers=same).status_code == 200
