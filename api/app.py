@@ -10,6 +10,7 @@ from api import errors
 from api.auth import Authenticator, FailedCredentials
 from api.middleware import DatabaseConnection, Guard, RequestContext
 from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet
+from api.web import pages
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
@@ -17,7 +18,7 @@ from svc.clock import Clock, system_clock
 from svc.config import Config
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, pages)
 
 
 @dataclass

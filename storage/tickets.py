@@ -131,3 +131,10 @@ def in_stage_since(stage: str, since: datetime, *, limit: int) -> list[Ticket]:
         .order_by(Ticket.stage_changed_at.desc(), Ticket.key)
         .limit(limit)
     )
+
+
+def column(stage: str, *, limit: int) -> list[Ticket]:
+    """A board column: the tickets in `stage`, most recently moved first."""
+    return list(
+        Ticket.select().where(Ticket.stage == stage).order_by(Ticket.stage_changed_at.desc(), Ticket.key).limit(limit)
+    )

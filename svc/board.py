@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from machines import ticket as ticket_machine
-from machines.stages import FINAL_STAGES, WRITING_TICKET_KEY, needs_you
+from machines.stages import FINAL_STAGES, STAGES, WRITING_TICKET_KEY, needs_you
 from storage import initiatives, outbox, slots, tickets, timeline, wallet
 from storage.models import Initiative, Slot, SlotClaim, Ticket, TimelineEntry, Wallet
 from svc import automation, units
@@ -125,6 +125,13 @@ class Board:
         """The Needs-you list as people read it: oldest first."""
         rows = tickets.needs_you_oldest_first(limit=limit, exclude_keys=self._hidden_from_needs_you())
         return self._shown_all(rows)
+
+    def columns(self, *, per_stage: int = 30) -> dict[str, tuple[list[Ticket], int]]:
+        """The board: for each stage, its most recently moved tickets and how many there are in all."""
+        counts = tickets.counts_by_stage()
+        return {
+            stage: (self._shown_all(tickets.column(stage, limit=per_stage)), counts.get(stage, 0)) for stage in STAGES
+        }
 
     def timeline(self, key: str, *, limit: int, cursor: str | None) -> tuple[list[TimelineEntry], str | None]:
         if not tickets.exists(key):

@@ -1,0 +1,64 @@
+"""Rendering pages: one Jinja2 environment with autoescaping, and the headers every page carries."""
+
+from __future__ import annotations
+
+import functools
+from datetime import UTC, datetime
+
+import falcon
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from api.web.guidance import what_to_do
+from svc.clock import iso
+
+# Everything comes from this service; nothing inline, nothing from elsewhere.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def ago(value: datetime | None, now: datetime) -> str:
+    """'3 minutes ago', the way a person reads a timestamp at a glance (the exact time is in a title)."""
+    if value is None:
+        return "never"
+    seconds = int((now - value).total_seconds())
+    future = seconds < 0
+    seconds = abs(seconds)
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = seconds // size
+            text = f"{n} {unit}{'s' if n != 1 else ''}"
+            return f"in {text}" if future else f"{text} ago"
+    return "just now"
+
+
+def when(value: datetime | None) -> str:
+    """A timestamp for people: to the second, in UTC, said so."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value is not None else "never"
+
+
+@functools.cache
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("api.web", "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["iso"] = iso
+    env.filters["when"] = when
+    env.globals["what_to_do"] = what_to_do
+    env.globals["ago"] = ago
+    return env
+
+
+def page(resp: falcon.Response, template: str, *, now: datetime, **context) -> None:
+    context["now"] = now
+    resp.content_type = falcon.MEDIA_HTML
+    resp.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    resp.set_header("X-Content-Type-Options", "nosniff")
+    resp.set_header("Referrer-Policy", "same-origin")
+    resp.set_header("Cache-Control", "no-store")
+    resp.text = environment().get_template(template).render(**context)

@@ -1,0 +1,95 @@
+"""The web board's pages as HTML: what a person reads, and what keeps it safe."""
+
+import re
+
+import pytest
+
+
+@pytest.fixture
+def board(api):
+    api.post("/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"})
+    for key, stage in [("PORT-1", "human_test"), ("PORT-2", "queued"), ("PORT-3", "human_merge")]:
+        api.post(
+            "/api/v1/tickets", json={"key": key, "initiative_id": "port", "title": f"Title of {key}", "stage": stage}
+        )
+    return api
+
+
+def needs_you_keys(html: str) -> list[str]:
+    section = html.split('id="needs-you"', 1)[1].split("</section>", 1)[0]
+    return re.findall(r'data-key="([^"]+)"', section)
+
+
+def test_the_board_lists_needs_you_oldest_first_with_what_to_do(board, clock):
+    page = board.get("/")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert needs_you_keys(page.text) == ["PORT-1", "PORT-3"]
+    assert "Test the change on its preview" in page.text
+    assert "Review and merge the pull request" in page.text
+
+
+def test_every_stage_has_a_column_and_live_tickets_have_confirmable_actions(board):
+    html = board.get("/").text
+    for stage in [
+        "agreement",
+        "queued",
+        "execute",
+        "ci",
+        "human_test",
+        "human_merge",
+        "ship",
+        "done",
+        "blocked",
+        "cancelled",
+    ]:
+        assert f'data-stage="{stage}"' in html
+    assert 'data-action="mark_done" data-key="PORT-2"' in html
+    assert 'data-action="cancel" data-key="PORT-2"' in html
+
+
+def test_the_agents_strip_has_the_automation_checkbox_with_a_label(board):
+    html = board.get("/").text
+    assert '<input type="checkbox" id="writing-automation"' in html
+    assert '<label for="writing-automation">' in html
+    for agent in ["writing-daily", "ops-daily-pulse", "ops-weekly-digest", "slot-steward", "idle-reclaim", "poller"]:
+        assert f'data-agent="{agent}"' in html
+
+
+def test_the_needs_you_fragment_stands_alone(board):
+    fragment = board.get("/fragments/needs-you")
+    assert fragment.text.lstrip().startswith('<section id="needs-you"')
+    assert needs_you_keys(fragment.text) == ["PORT-1", "PORT-3"]
+
+
+def test_a_ticket_page_shows_its_timeline(board):
+    board.post("/api/v1/tickets/PORT-2/move", json={"to": "execute"})
+    html = board.get("/tickets/PORT-2").text
+    assert "queued → execute by admin" in html
+    assert "created in queued by admin" in html
+    assert board.get("/tickets/NOPE-1").status_code == 404
+
+
+def test_pages_escape_what_users_wrote_and_forbid_outside_scripts(board):
+    board.post(
+        "/api/v1/tickets",
+        json={"key": "PORT-9", "initiative_id": "port", "title": '<script>alert("x")</script>', "stage": "human_test"},
+    )
+    page = board.get("/")
+    assert '<script>alert("x")</script>' not in page.text
+    assert "&lt;script&gt;" in page.text
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "default-src 'self'" in policy
+
+
+def test_the_board_needs_credentials(api):
+    result = api.get("/", auth=None)
+    assert result.status_code == 401
+    assert result.headers["www-authenticate"].startswith("Basic")
+
+
+def test_static_files_are_served_and_nothing_else(api):
+    css = api.get("/static/board.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert api.get("/static/board.js").headers["content-type"].startswith("text/javascript")
+    assert api.get("/static/secrets.env").status_code == 404
