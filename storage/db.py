@@ -7,13 +7,14 @@ the real database from a URL and `bind()` points the proxy at it.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from peewee import DatabaseProxy, InterfaceError, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.db_url import parse as parse_db_url
-from playhouse.pool import PooledPostgresqlDatabase
+from playhouse.pool import PooledPostgresqlDatabase, PooledSqliteDatabase
 
 db = DatabaseProxy()
 
@@ -40,9 +41,12 @@ def open_database(url: str, *, max_connections: int = 32) -> SqliteDatabase | Po
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         # Every write transaction takes the write lock up front (BEGIN IMMEDIATE): a deferred transaction that
-        # upgrades later can fail with "database is locked" without waiting for busy_timeout.
-        return SqliteDatabase(
+        # upgrades later can fail with "database is locked" without waiting for busy_timeout. Connections are
+        # pooled: opening one costs more than most requests (the WAL pragmas run on every new connection).
+        return PooledSqliteDatabase(
             path,
+            max_connections=max_connections,
+            stale_timeout=600,
             pragmas=SQLITE_PRAGMAS,
             lock_type="IMMEDIATE",
             timeout=10,
@@ -82,9 +86,21 @@ def connection() -> Iterator[None]:
             db.close()
 
 
-def transaction():
+# SQLite has one writer at a time. Threads of this process queue on a lock instead of in SQLite's busy
+# handler, which sleeps in growing steps (up to 100 ms) and gives writes a long latency tail. Other
+# processes (the jobs process) still wait through busy_timeout.
+_sqlite_writer = threading.RLock()
+
+
+@contextlib.contextmanager
+def transaction() -> Iterator[None]:
     """One unit of work: `with transaction(): ...` commits on success and rolls back on any exception."""
-    return db.atomic()
+    if isinstance(db.obj, PostgresqlDatabase):
+        with db.atomic():
+            yield
+        return
+    with _sqlite_writer, db.atomic():
+        yield
 
 
 def ping() -> tuple[bool, str]:
