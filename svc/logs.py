@@ -70,4 +70,4 @@ def _url_tokens(url: str | None) -> list[str]:
     without the host, so the full URL alone would not be caught."""
     if not url:
         return []
-    return [segment for segment in urlsplit(url).path.split("/") if len(segment) >= 16]
+    return [s for s in urlsplit(url).path.split("/") if len(s) >= 16 and not s.isdigit()]  # ids are digits
