@@ -77,9 +77,8 @@ class ChatDelivery:
     def wait(self) -> tuple[float, str]:
         """Seconds to hold the next post back (0: send now), and why."""
         now = self.clock()
-        with transaction():
-            row = settings.get(self.pace_key) if self.pace_key else None
-            recent = outbox.sent_since(chat.KIND, now - WINDOW, limit=self.per_minute)
+        row = settings.get(self.pace_key) if self.pace_key else None
+        recent = outbox.sent_since(chat.KIND, now - WINDOW, limit=self.per_minute)
         waits = [(0.0, "")]
         if row is not None and row.value.get("closed_until"):
             closed_until = datetime.fromisoformat(row.value["closed_until"].replace("Z", "+00:00"))

@@ -140,7 +140,7 @@ class WritingAgent:
             timeline.append(
                 row.key,
                 kind=RECEIPT_KIND,
-                summary=f"{status} from {actor}: writing automation is off on the content repository; nothing moved",
+                summary=f"{status} from {actor}: the scheduled writing job did nothing (automation off); nothing moved",
                 at=now,
                 data=data,
             )
