@@ -9,16 +9,17 @@ import falcon
 from api import errors
 from api.auth import Authenticator, FailedCredentials
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet
+from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet, writing
 from api.web import pages
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
 from svc.clock import Clock, system_clock
 from svc.config import Config
+from svc.writing import WritingAgent
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, pages)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, pages)
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Services:
     clock: Clock
     board: Board
     routes: list[tuple[str, object]] = field(default_factory=list)
+    writing: WritingAgent | None = None
 
 
 def create_app(
@@ -53,6 +55,7 @@ def create_app(
         migrations.migrate()
 
     services = Services(config=config, clock=clock, board=Board(config, clock, stage_listeners=stage_listeners))
+    services.writing = WritingAgent(config, clock, services.board)
     authenticator = Authenticator(config, failures or FailedCredentials())
     app = falcon.App(
         middleware=[RequestContext(), Guard(authenticator, config.max_body_bytes), DatabaseConnection()],

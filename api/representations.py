@@ -7,6 +7,7 @@ from typing import Any
 from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
 from svc.board import SlotView
 from svc.clock import iso
+from svc.writing import AutomationState, Report
 
 
 def ticket(row: Ticket) -> dict[str, Any]:
@@ -84,3 +85,17 @@ def run(row: AgentRun) -> dict[str, Any]:
 
 def page(name: str, items: list[dict[str, Any]], after: str | None) -> dict[str, Any]:
     return {name: items, "next": after}
+
+
+def writing_report(report: Report) -> dict[str, Any]:
+    """The answer to a notify: the ticket, its receipt, the agent run, and whether a chat post was queued."""
+    return {
+        "ticket": ticket(report.ticket),
+        "receipt": timeline_entry(report.receipt),
+        "run": run(report.run),
+        "chat": "queued" if report.chat_queued else "none",
+    }
+
+
+def writing_automation(state: AutomationState) -> dict[str, Any]:
+    return {"enabled": state.enabled, "updated_at": iso(state.updated_at), "updated_by": state.updated_by}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobs.chat import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
 from jobs.process import Job, JobsProcess
 from svc.clock import Clock
@@ -15,7 +16,9 @@ def scheduled_jobs(config: Config, clock: Clock) -> dict[str, Job]:
 
 def outbox_handlers(config: Config, clock: Clock) -> tuple[dict[str, Handler], dict[str, Recorder]]:
     """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
-    return {}, {}
+    handlers: dict[str, Handler] = {"chat": ChatDelivery(config, clock)}
+    recorders: dict[str, Recorder] = {}
+    return handlers, recorders
 
 
 def build(config: Config, clock: Clock) -> JobsProcess:

@@ -3,6 +3,9 @@
 A handler returns an `Outcome`: sent; try again later (transient: connection errors, 5xx, 429, a wipe that
 timed out); or give up (permanent: 404 webhook, 4xx, a message that can never be sent). Transient failures
 back off from seconds to minutes to hours, and a message still failing after about a day is given up.
+Two more outcomes need no failure: deferred (not tried now, e.g. paced under a rate limit; no attempt is
+counted, but a message deferred for longer than the whole backoff is given up too) and skipped (handled
+on purpose without delivery, e.g. a chat post while no chat webhook is configured).
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from svc.clock import Clock
 
 log = logging.getLogger("svc.delivery")
 
-SENT, RETRY, GIVE_UP = "sent", "retry", "give_up"
+SENT, RETRY, GIVE_UP, DEFER, SKIP = "sent", "retry", "give_up", "defer", "skip"
 
 # Seconds before attempt n+1 after n transient failures; the sum is a little over a day.
 BACKOFF = (5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 28800)
 LEASE_SECONDS = 300.0
+# A message deferred (never failing) for longer than the whole backoff is given up like a failing one.
+DEFER_LIMIT = timedelta(seconds=sum(BACKOFF))
+MIN_DEFER_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,16 @@ class Outcome:
     @classmethod
     def give_up(cls, detail: str) -> Outcome:
         return cls(GIVE_UP, detail)
+
+    @classmethod
+    def defer(cls, detail: str, *, after: float) -> Outcome:
+        """Not tried now (pacing): come back after `after` seconds; no failed attempt is counted."""
+        return cls(DEFER, detail, retry_after=after)
+
+    @classmethod
+    def skipped(cls, detail: str) -> Outcome:
+        """Handled on purpose without delivery; `detail` says why (kept as the message's last note)."""
+        return cls(SKIP, detail)
 
 
 @dataclass(frozen=True)
@@ -129,9 +145,16 @@ class OutboxDeliverer:
 
     def _record(self, message: OutboxMessage, attempt: Attempt, outcome: Outcome) -> None:
         now = self.clock()
+        if outcome.status == DEFER and now - message.created_at > DEFER_LIMIT:
+            outcome = Outcome.give_up(f"still deferred after {DEFER_LIMIT}: {outcome.detail}")
         with transaction():
             if outcome.status == SENT:
                 outbox.mark_sent(message, owner=self.owner, now=now)
+            elif outcome.status == SKIP:
+                outbox.mark_skipped(message, owner=self.owner, now=now, reason=outcome.detail)
+            elif outcome.status == DEFER:
+                after = max(outcome.retry_after or 0.0, MIN_DEFER_SECONDS)
+                outbox.mark_deferred(message, owner=self.owner, now=now, next_attempt_at=now + timedelta(seconds=after))
             elif outcome.status == RETRY and not attempt.final:
                 delay = BACKOFF[min(attempt.attempts, len(BACKOFF) - 1)]
                 if outcome.retry_after is not None:
@@ -147,9 +170,11 @@ class OutboxDeliverer:
                 detail = outcome.detail if outcome.status == GIVE_UP else f"gave up after retries: {outcome.detail}"
                 outbox.mark_failed(message, owner=self.owner, now=now, error=detail)
             recorder = self.recorders.get(message.kind)
-            if recorder is not None and (outcome.status != RETRY or attempt.final):
+            if recorder is not None and (
+                outcome.status in {SENT, GIVE_UP, SKIP} or (outcome.status == RETRY and attempt.final)
+            ):
                 recorder(attempt, outcome)
-        level = logging.INFO if outcome.status == SENT else logging.WARNING
+        level = logging.INFO if outcome.status in {SENT, DEFER, SKIP} else logging.WARNING
         log.log(
             level,
             "outbox delivery",

@@ -15,6 +15,8 @@ from peewee import fn
 from storage.models import OutboxMessage
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
+# Handled on purpose without delivery, e.g. a chat post while no chat webhook is configured ("recorded, not sent").
+SKIPPED = "skipped"
 
 
 def enqueue(kind: str, payload: dict[str, Any], *, at: datetime) -> OutboxMessage:
@@ -86,6 +88,38 @@ def mark_failed(message: OutboxMessage, *, owner: str, now: datetime, error: str
     ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
 
 
+def mark_deferred(message: OutboxMessage, *, owner: str, now: datetime, next_attempt_at: datetime) -> None:
+    """Put the message back for later without counting a failed attempt (it was not tried: pacing)."""
+    OutboxMessage.update(
+        next_attempt_at=next_attempt_at,
+        updated_at=now,
+        lease_owner=None,
+        lease_until=None,
+    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+
+
+def mark_skipped(message: OutboxMessage, *, owner: str, now: datetime, reason: str) -> None:
+    """Close the message without delivering it; `reason` (kept in `last_error`) says why."""
+    OutboxMessage.update(
+        status=SKIPPED,
+        updated_at=now,
+        lease_owner=None,
+        lease_until=None,
+        last_error=reason[:2000],
+    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+
+
+def sent_since(kind: str, since: datetime, *, limit: int) -> list[datetime]:
+    """When the newest (at most `limit`) messages of `kind` sent at or after `since` went out, newest first."""
+    query = (
+        OutboxMessage.select(OutboxMessage.sent_at)
+        .where((OutboxMessage.kind == kind) & (OutboxMessage.sent_at >= since) & (OutboxMessage.status == SENT))
+        .order_by(OutboxMessage.sent_at.desc())
+        .limit(limit)
+    )
+    return [row.sent_at for row in query]
+
+
 def get(message_id: int) -> OutboxMessage | None:
     return OutboxMessage.get_or_none(OutboxMessage.id == message_id)
 
@@ -109,8 +143,10 @@ def backlog(*, now: datetime) -> dict[str, Any]:
     return {"pending": count or 0, "oldest_age_seconds": max(age, 0.0)}
 
 
-def recent(*, kind: str | None = None, limit: int = 50) -> list[OutboxMessage]:
+def recent(*, kind: str | None = None, status: str | None = None, limit: int = 50) -> list[OutboxMessage]:
     query = OutboxMessage.select()
     if kind:
         query = query.where(OutboxMessage.kind == kind)
+    if status:
+        query = query.where(OutboxMessage.status == status)
     return list(query.order_by(OutboxMessage.id.desc()).limit(limit))

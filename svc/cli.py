@@ -147,6 +147,40 @@ def run(args: argparse.Namespace) -> int:
                 proc.kill()
 
 
+@command("notify")
+def notify(args: argparse.Namespace) -> int:
+    """The content repository's notify hook (`svc/notify_hook.py`, which reads its own environment)."""
+    from svc import notify_hook
+
+    return notify_hook.run(args, os.environ)
+
+
+@command("outbox")
+def outbox_view(args: argparse.Namespace) -> int:
+    """What became of queued side effects: chat posts, slot releases, tracker closes."""
+    from storage import db, migrations, outbox
+    from svc.clock import iso
+
+    config = load_config()
+    db.bind(db.open_database(config.database_url))
+    migrations.migrate()
+    with db.connection():
+        rows = outbox.recent(kind=args.kind, status=args.status, limit=args.limit)
+    print(f"{'id':>6}  {'kind':<14} {'status':<8} {'tries':>5}  {'created':<27} {'sent / next try':<27} note")
+    for row in rows:
+        when = (
+            row.sent_at
+            if row.status == outbox.SENT
+            else (row.next_attempt_at if row.status == outbox.PENDING else None)
+        )
+        note = (row.last_error or "").replace("\n", " ")[:120]
+        print(
+            f"{row.id:>6}  {row.kind:<14} {row.status:<8} {row.attempts:>5}  {iso(row.created_at):<27} "
+            f"{iso(when) or '-':<27} {note}"
+        )
+    return 0
+
+
 def _describe_db(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -157,6 +191,8 @@ def _describe_db(url: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from svc import notify_hook
+
     parser = argparse.ArgumentParser(prog="svc", description="Delivery coordination service")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("serve", "run"):
@@ -170,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--port", type=int, help="listen port (default SVC_PORT or 8080)")
     sub.add_parser("jobs", help="run the jobs process: ops agents on their UTC schedules, chat delivery, the poller")
     sub.add_parser("migrate", help="create or upgrade the database schema and exit")
+    notify_parser = sub.add_parser(
+        "notify", help="report a writing status to the service (the content repository's hook)"
+    )
+    notify_hook.add_arguments(notify_parser)
+    view = sub.add_parser("outbox", help="show queued side effects and their fate (pending, sent, failed, skipped)")
+    view.add_argument("--kind", help="only this kind, e.g. chat")
+    view.add_argument("--status", choices=["pending", "sent", "failed", "skipped"], help="only this status")
+    view.add_argument("--limit", type=int, default=50, help="how many, newest first (default 50)")
     return parser
 
 

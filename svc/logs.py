@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -59,5 +60,14 @@ def secrets_of(config) -> tuple[str, ...]:
         config.tracker_webhook_secret,
         config.tracker_api_key,
         config.discord_webhook_url,
+        *_url_tokens(config.discord_webhook_url),
     ]
     return tuple(v for v in values if v)
+
+
+def _url_tokens(url: str | None) -> list[str]:
+    """The path segments of a webhook URL long enough to be its token: HTTP client debug logs print the path
+    without the host, so the full URL alone would not be caught."""
+    if not url:
+        return []
+    return [s for s in urlsplit(url).path.split("/") if len(s) >= 16 and not s.isdigit()]  # ids are digits

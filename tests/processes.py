@@ -80,3 +80,17 @@ class ServiceProcess:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+def start_service(tmp_path: Path, database_url: str, **env: str) -> tuple[ServiceProcess, str]:
+    """`svc serve` on a free port with the given environment, healthy; returns (process, base URL)."""
+    port = free_port()
+    values = {"SVC_DATA_DIR": str(tmp_path / "data"), "SVC_PORT": str(port), "DATABASE_URL": database_url, **env}
+    server = ServiceProcess(["serve"], svc_env(**values), tmp_path / f"serve-{port}.log").start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        server.wait_healthy(base)
+    except BaseException:
+        server.stop()
+        raise
+    return server, base

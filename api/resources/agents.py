@@ -1,11 +1,14 @@
-"""GET /api/v1/agents: the agents strip."""
+"""GET /api/v1/agents: the agents strip; GET /api/v1/agents/runs: run history."""
 
 from __future__ import annotations
 
 import falcon
 
-from api.operations import Operation
+from api import params, representations
+from api.operations import CI_OR_BASIC, CURSOR, LIMIT, Operation, Param
 from jobs import agents_strip
+from jobs.schedules import AGENT_IDS
+from svc import runs
 from svc.clock import iso
 
 
@@ -39,5 +42,27 @@ class Agents:
         resp.media = {"agents": [agent_row(s) for s in agents_strip.strip(self.clock())]}
 
 
+class AgentRuns:
+    operations = {
+        "GET": Operation(
+            "Run history, newest first, optionally of one agent",
+            auth=CI_OR_BASIC,
+            responses={200: "agent-run-list.json", 400: "problem.json"},
+            params=(
+                Param("agent_id", {"type": "string", "enum": list(AGENT_IDS)}, "Only this agent's runs."),
+                LIMIT,
+                CURSOR,
+            ),
+            tags=("agents",),
+        ),
+    }
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        rows, after = runs.history(
+            params.choice(req, "agent_id", AGENT_IDS), limit=params.limit(req), cursor=params.cursor(req)
+        )
+        resp.media = representations.page("runs", [representations.run(r) for r in rows], after)
+
+
 def routes(services) -> list[tuple[str, object]]:
-    return [("/api/v1/agents", Agents(services.clock))]
+    return [("/api/v1/agents", Agents(services.clock)), ("/api/v1/agents/runs", AgentRuns())]

@@ -1,0 +1,110 @@
+"""The writing agent: notify reports from the content repository, the automation toggle, and its config."""
+
+from __future__ import annotations
+
+import re
+
+import falcon
+
+from api import representations
+from api.errors import Problem
+from api.operations import BASIC, CI, CI_OR_BASIC, Operation
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+
+
+def idempotency_key(req: falcon.Request) -> str | None:
+    """The request's `Idempotency-Key` (1 to 200 visible ASCII characters), or None when it sent none."""
+    given = req.get_header(IDEMPOTENCY_HEADER)
+    if given is None:
+        return None
+    if not _KEY.match(given):
+        raise Problem(
+            400,
+            "bad-request",
+            f"{IDEMPOTENCY_HEADER} must be 1 to 200 visible ASCII characters",
+            errors=[{"path": IDEMPOTENCY_HEADER, "message": "1 to 200 visible ASCII characters"}],
+        )
+    return given
+
+
+class WritingNotify:
+    operations = {
+        "POST": Operation(
+            "Report a writing status: moves WRITING-DAILY, writes its receipt, records a writing-daily run and "
+            "queues the chat post, in one transaction",
+            auth=CI,
+            request="writing-notify.json",
+            responses={200: "writing-notify-result.json", 400: "problem.json", 409: "problem.json"},
+            idempotent_key=True,
+            tags=("writing",),
+        ),
+    }
+
+    def __init__(self, writing):
+        self.writing = writing
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer, replayed = self.writing.notify(
+            req.context.body,
+            actor=req.context.identity.actor,
+            idempotency_key=idempotency_key(req),
+            answer=representations.writing_report,
+        )
+        if replayed:
+            resp.set_header("Idempotent-Replayed", "true")
+        resp.media = answer
+
+
+class WritingAutomation:
+    operations = {
+        "GET": Operation(
+            "Whether writing automation is on (it is by default)",
+            auth=CI_OR_BASIC,
+            responses={200: "writing-automation.json"},
+            tags=("writing",),
+        ),
+        "POST": Operation(
+            "Turn writing automation on or off; the change is audited on the WRITING-DAILY timeline",
+            auth=BASIC,
+            request="writing-automation-set.json",
+            responses={200: "writing-automation.json", 409: "problem.json"},
+            tags=("writing",),
+        ),
+    }
+
+    def __init__(self, writing):
+        self.writing = writing
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = representations.writing_automation(self.writing.automation())
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        state = self.writing.set_automation(req.context.body["enabled"], actor=req.context.identity.actor)
+        resp.media = representations.writing_automation(state)
+
+
+class WritingConfig:
+    operations = {
+        "GET": Operation(
+            "What the content repository's writing jobs need: automation, articles per day, notify URL, schedule",
+            auth=CI,
+            responses={200: "writing-config.json"},
+            tags=("writing",),
+        ),
+    }
+
+    def __init__(self, writing):
+        self.writing = writing
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self.writing.content_repo_config()
+
+
+def routes(services) -> list[tuple[str, object]]:
+    return [
+        ("/api/v1/agents/writing/notify", WritingNotify(services.writing)),
+        ("/api/v1/agents/writing/automation", WritingAutomation(services.writing)),
+        ("/api/v1/agents/writing/config", WritingConfig(services.writing)),
+    ]
