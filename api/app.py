@@ -9,7 +9,8 @@ import falcon
 from api import errors
 from api.auth import Authenticator, FailedCredentials
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet
+from api.resources import agents, health, initiatives, openapi, ops, slots, tickets, wallet
+from jobs.ops import OpsAgents
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
@@ -17,7 +18,7 @@ from svc.clock import Clock, system_clock
 from svc.config import Config
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, ops)
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Services:
     clock: Clock
     board: Board
     routes: list[tuple[str, object]] = field(default_factory=list)
+    ops: OpsAgents | None = None
 
 
 def create_app(
@@ -52,6 +54,7 @@ def create_app(
         migrations.migrate()
 
     services = Services(config=config, clock=clock, board=Board(config, clock, stage_listeners=stage_listeners))
+    services.ops = OpsAgents(config, clock, board=services.board)
     authenticator = Authenticator(config, failures or FailedCredentials())
     app = falcon.App(
         middleware=[RequestContext(), Guard(authenticator, config.max_body_bytes), DatabaseConnection()],

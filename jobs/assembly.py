@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
+from jobs.ops import OpsAgents
 from jobs.process import Job, JobsProcess
 from svc.clock import Clock
 from svc.config import Config
@@ -10,12 +11,19 @@ from svc.config import Config
 
 def scheduled_jobs(config: Config, clock: Clock) -> dict[str, Job]:
     """agent id -> the job the scheduler starts when that agent is due."""
-    return {}
+    jobs: dict[str, Job] = {}
+    jobs.update(OpsAgents(config, clock).scheduled_jobs())
+    return jobs
 
 
 def outbox_handlers(config: Config, clock: Clock) -> tuple[dict[str, Handler], dict[str, Recorder]]:
     """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
-    return {}, {}
+    handlers: dict[str, Handler] = {}
+    recorders: dict[str, Recorder] = {}
+    ops_handlers, ops_recorders = OpsAgents(config, clock).outbox_handlers()
+    handlers.update(ops_handlers)
+    recorders.update(ops_recorders)
+    return handlers, recorders
 
 
 def build(config: Config, clock: Clock) -> JobsProcess:
