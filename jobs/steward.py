@@ -138,6 +138,8 @@ class BayWipes:
 
         def finish() -> SlotOutcome:
             now = self.clock()
+            # Ticket row before slot row, the order claim_slot locks them in.
+            row = tickets.get(ticket, for_update=True) if ticket is not None else None
             slots.end_wipe(slot, owner=self.owner)
             if not result.ok:
                 if ticket is not None:
@@ -153,7 +155,6 @@ class BayWipes:
             slots.mark_wiped(slot, at=now)
             if ticket is None:
                 return SlotOutcome(slot, None, WIPED, f"bay wiped: {why}", result)
-            row = tickets.get(ticket, for_update=True)
             if row is None or not slots.drop_claim(slot, ticket):
                 return SlotOutcome(slot, ticket, WIPED, "bay wiped; the claim was already released", result)
             if row.assigned_slot == slot and not tickets.compare_and_swap(

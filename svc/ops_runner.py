@@ -46,6 +46,9 @@ def run(
     err: TextIO = sys.stderr,
 ) -> int:
     """Call the endpoint for `job`; return the exit code."""
+    if post_to_chat is not None and job != "pulse":
+        print("svc ops: --post-to-chat applies to the pulse only", file=err)
+        return UNUSABLE
     auth = credentials(config)
     if auth is None:
         print("svc ops: SVC_BASIC_AUTH is not set (user:password of the service's basic credentials)", file=err)

@@ -91,3 +91,9 @@ def test_an_unknown_job_is_a_usage_error():
     done = ops("reboot")
     assert done.returncode == 2
     assert "invalid choice: 'reboot'" in done.stderr
+
+
+def test_post_to_chat_is_for_the_pulse_only(server, tmp_path):
+    done = ops("digest", "--post-to-chat", "never", SVC_BASE_URL=server, SVC_BASIC_AUTH=BASIC)
+    assert done.returncode == 2
+    assert "--post-to-chat applies to the pulse only" in done.stderr
