@@ -9,8 +9,9 @@ import falcon
 from api import errors
 from api.auth import Authenticator, FailedCredentials
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet, writing
+from api.resources import agents, health, initiatives, openapi, ops, slots, tickets, wallet, writing
 from api.web import pages
+from jobs.ops import OpsAgents
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
@@ -19,7 +20,7 @@ from svc.config import Config
 from svc.writing import WritingAgent
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, pages)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, ops, pages)
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Services:
     board: Board
     routes: list[tuple[str, object]] = field(default_factory=list)
     writing: WritingAgent | None = None
+    ops: OpsAgents | None = None
 
 
 def create_app(
@@ -56,6 +58,7 @@ def create_app(
 
     services = Services(config=config, clock=clock, board=Board(config, clock, stage_listeners=stage_listeners))
     services.writing = WritingAgent(config, clock, services.board)
+    services.ops = OpsAgents(config, clock, board=services.board)
     authenticator = Authenticator(config, failures or FailedCredentials())
     app = falcon.App(
         middleware=[RequestContext(), Guard(authenticator, config.max_body_bytes), DatabaseConnection()],

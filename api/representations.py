@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from storage import wallet as storage_wallet
 from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
 from svc.board import SlotView
 from svc.clock import iso
@@ -58,13 +59,10 @@ def slot(view: SlotView) -> dict[str, Any]:
 
 
 def wallet(row: Wallet) -> dict[str, Any]:
-    budget, spent = float(row.budget), float(row.spent)
-    # With no budget set, any spend counts as the whole of it.
-    percent = round(spent / budget * 100, 2) if budget > 0 else (0.0 if spent == 0 else 100.0)
     return {
-        "budget": budget,
-        "spent": spent,
-        "percent_used": percent,
+        "budget": float(row.budget),
+        "spent": float(row.spent),
+        "percent_used": storage_wallet.percent_used(row),
         "locked": bool(row.locked),
         "updated_at": iso(row.updated_at),
     }

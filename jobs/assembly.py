@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobs.chat import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
+from jobs.ops import OpsAgents
 from jobs.process import Job, JobsProcess
 from svc.clock import Clock
 from svc.config import Config
@@ -11,14 +12,15 @@ from svc.config import Config
 
 def scheduled_jobs(config: Config, clock: Clock) -> dict[str, Job]:
     """agent id -> the job the scheduler starts when that agent is due."""
-    return {}
+    jobs: dict[str, Job] = {}
+    jobs.update(OpsAgents(config, clock).scheduled_jobs())
+    return jobs
 
 
 def outbox_handlers(config: Config, clock: Clock) -> tuple[dict[str, Handler], dict[str, Recorder]]:
     """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
-    handlers: dict[str, Handler] = {"chat": ChatDelivery(config, clock)}
-    recorders: dict[str, Recorder] = {}
-    return handlers, recorders
+    ops_handlers, ops_recorders = OpsAgents(config, clock).outbox_handlers()
+    return {"chat": ChatDelivery(config, clock), **ops_handlers}, dict(ops_recorders)
 
 
 def build(config: Config, clock: Clock) -> JobsProcess:

@@ -117,7 +117,12 @@ class JobsProcess:
             if self.stopping.is_set():
                 break
             if not self.claim(run):
+                log.info("scheduled run taken by another process", extra={"agent_id": run.agent_id})
                 continue
+            log.info(
+                "scheduled run starting",
+                extra={"agent_id": run.agent_id, "scheduled_for": run.slot.isoformat(), "late": run.late},
+            )
             self._run(run)
             ran.append(run.agent_id)
         return ran
@@ -165,6 +170,7 @@ class JobsProcess:
         self._guarded(self.heartbeat)
         self._guarded(self.run_due)
         self._guarded(self.drain)
+        log.info("jobs process ready: first scheduling pass done", extra={"owner": self.owner})
         while not self.stopping.is_set():
             loop.run_pending()
             idle = loop.idle_seconds

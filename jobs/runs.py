@@ -17,9 +17,12 @@ class Trigger:
     by: str  # "schedule", "api", "runner", "mark_done", "cancel", "pulse"
     scheduled_for: datetime | None = None
     late: bool = False
+    actor: str | None = None  # who asked, when a person or the ops runner did
 
     def details(self) -> dict[str, Any]:
         out: dict[str, Any] = {"trigger": self.by}
+        if self.actor is not None:
+            out["actor"] = self.actor
         if self.scheduled_for is not None:
             out["scheduled_for"] = self.scheduled_for.isoformat().replace("+00:00", "Z")
             out["late"] = self.late

@@ -138,6 +138,9 @@ class Slot(BaseModel):
     created_at = UTCDateTimeField()
     last_activity_at = UTCDateTimeField()
     last_wiped_at = UTCDateTimeField(null=True)
+    # A bay wipe in progress holds the slot (a lease): no new claim while it runs, no second wipe beside it.
+    wipe_owner = CharField(max_length=64, null=True)
+    wipe_until = UTCDateTimeField(null=True)
 
 
 class SlotClaim(BaseModel):

@@ -143,6 +143,11 @@ def backlog(*, now: datetime) -> dict[str, Any]:
     return {"pending": count or 0, "oldest_age_seconds": max(age, 0.0)}
 
 
+def count_failed_since(since: datetime) -> int:
+    """Messages given up on since `since` (a chat post or tracker close that never left)."""
+    return OutboxMessage.select().where((OutboxMessage.status == FAILED) & (OutboxMessage.updated_at >= since)).count()
+
+
 def recent(*, kind: str | None = None, status: str | None = None, limit: int = 50) -> list[OutboxMessage]:
     query = OutboxMessage.select()
     if kind:

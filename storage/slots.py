@@ -8,8 +8,12 @@ from storage.db import is_postgres
 from storage.models import Slot, SlotClaim, Ticket
 
 
-def get(name: str) -> Slot | None:
-    return Slot.get_or_none(Slot.name == name)
+def get(name: str, *, for_update: bool = False) -> Slot | None:
+    """The slot; `for_update` locks its row (PostgreSQL) so claims and wipes of one slot take turns."""
+    query = Slot.select().where(Slot.name == name)
+    if for_update and is_postgres():
+        query = query.for_update()
+    return query.first()
 
 
 def ensure(name: str, *, at: datetime) -> None:
@@ -51,14 +55,33 @@ def all_with_claims() -> list[tuple[Slot, SlotClaim | None]]:
     return [(slot, claims.get(slot.name)) for slot in Slot.select().order_by(Slot.name)]
 
 
-def claims_of_finished_tickets(*, limit: int) -> list[SlotClaim]:
-    """Claims whose ticket is done or cancelled: what the slot steward releases."""
-    return list(
-        SlotClaim.select(SlotClaim, Ticket)
-        .join(Ticket)
-        .where(Ticket.stage.in_(["done", "cancelled"]))
-        .order_by(SlotClaim.claimed_at)
-        .limit(limit)
+def claims_of_finished_tickets(*, limit: int, ticket_key: str | None = None) -> list[SlotClaim]:
+    """Claims whose ticket is done or cancelled (only `ticket_key`'s when given): what the slot steward releases."""
+    query = SlotClaim.select(SlotClaim, Ticket).join(Ticket).where(Ticket.stage.in_(["done", "cancelled"]))
+    if ticket_key is not None:
+        query = query.where(SlotClaim.ticket == ticket_key)
+    return list(query.order_by(SlotClaim.claimed_at).limit(limit))
+
+
+def being_wiped(slot: Slot, *, now: datetime) -> bool:
+    return slot.wipe_until is not None and slot.wipe_until > now
+
+
+def lease_wipe(name: str, *, owner: str, now: datetime, until: datetime) -> bool:
+    """Take the slot for a bay wipe until `until` (compare-and-swap); False while another wipe holds it."""
+    taken = (
+        Slot.update(wipe_owner=owner, wipe_until=until)
+        .where((Slot.name == name) & (Slot.wipe_until.is_null() | (Slot.wipe_until <= now)))
+        .execute()
+    )
+    return taken == 1
+
+
+def end_wipe(name: str, *, owner: str) -> bool:
+    """Give the wipe lease back; False when it had run out and someone else holds it now."""
+    return (
+        Slot.update(wipe_owner=None, wipe_until=None).where((Slot.name == name) & (Slot.wipe_owner == owner)).execute()
+        == 1
     )
 
 

@@ -138,3 +138,12 @@ def column(stage: str, *, limit: int) -> list[Ticket]:
     return list(
         Ticket.select().where(Ticket.stage == stage).order_by(Ticket.stage_changed_at.desc(), Ticket.key).limit(limit)
     )
+
+
+def count_in_stage_since(stage: str, since: datetime) -> int:
+    return Ticket.select().where((Ticket.stage == stage) & (Ticket.stage_changed_at >= since)).count()
+
+
+def in_stage_oldest_first(stage: str, *, limit: int) -> list[Ticket]:
+    """Tickets in `stage`, the one that has sat there longest first."""
+    return list(Ticket.select().where(Ticket.stage == stage).order_by(Ticket.stage_changed_at, Ticket.key).limit(limit))

@@ -253,10 +253,14 @@ class Board:
                 raise NotFound("ticket", key, path="/ticket")
             now = self.clock()
             slots.ensure(name, at=now)
+            # Locking the slot row makes a claim and the slot steward's wipe lease take turns.
+            slot_row = slots.get(name, for_update=True)
             current = slots.claim_of(name, for_update=True)
             if current is not None and current.ticket_key != key:
                 raise Conflict(f"slot {name} is held by {current.ticket_key}")
             if current is None:
+                if slots.being_wiped(slot_row, now=now):
+                    raise Conflict(f"slot {name} is being wiped; claim it again once the wipe is done")
                 if row.stage in FINAL_STAGES:
                     raise Conflict(
                         f"{key} is {row.stage}; a finished ticket cannot claim a slot", current_stage=row.stage

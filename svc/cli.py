@@ -78,16 +78,28 @@ def serve(args: argparse.Namespace, config: Config | None = None) -> int:
 def jobs(args: argparse.Namespace) -> int:
     from jobs import assembly
     from storage import db, migrations
-    from svc.clock import system_clock
+    from svc.clock import shifted, system_clock
 
     config = server_config(args)
     db.bind(db.open_database(config.database_url, max_connections=4))
     migrations.migrate()
-    process = assembly.build(config, system_clock)
+    process = assembly.build(config, shifted(config.jobs_clock_offset, system_clock))
     process.install_signal_handlers()
     print(f"svc: jobs process running (database: {_describe_db(config.database_url)})", flush=True)
+    if config.jobs_clock_offset:
+        print(f"svc: the jobs clock is shifted by {config.jobs_clock_offset:g} s (SVC_JOBS_CLOCK_OFFSET)", flush=True)
+    if config.ops_scheduler == "external":
+        print("svc: ops agents are left to an external cron (SVC_OPS_SCHEDULER=external)", flush=True)
     process.run_forever()
     return 0
+
+
+@command("ops")
+def ops(args: argparse.Namespace) -> int:
+    """The ops runner: call an ops endpoint of a running service with SVC_BASIC_AUTH at SVC_BASE_URL."""
+    from svc import ops_runner
+
+    return ops_runner.run(args.job, load_config(), post_to_chat=args.post_to_chat, timeout=args.timeout)
 
 
 @command("migrate")
@@ -214,6 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--kind", help="only this kind, e.g. chat")
     view.add_argument("--status", choices=["pending", "sent", "failed", "skipped"], help="only this status")
     view.add_argument("--limit", type=int, default=50, help="how many, newest first (default 50)")
+    ops_parser = sub.add_parser(
+        "ops",
+        help="the ops runner: run an ops agent now through the service's API (SVC_BASE_URL, SVC_BASIC_AUTH)",
+    )
+    ops_parser.add_argument("job", choices=["pulse", "digest", "slot-steward", "idle-reclaim"])
+    ops_parser.add_argument(
+        "--post-to-chat",
+        choices=["auto", "always", "never"],
+        help="pulse only: auto posts when it finds issues (default: the server's, auto or OPS_PULSE_ALWAYS)",
+    )
+    ops_parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the answer (600)")
     return parser
 
 

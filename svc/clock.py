@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], datetime]
 
@@ -18,3 +18,11 @@ def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def shifted(offset_seconds: float, base: Clock = system_clock) -> Clock:
+    """`base` moved by a fixed offset: the jobs process rehearsing a schedule (see SVC_JOBS_CLOCK_OFFSET)."""
+    if not offset_seconds:
+        return base
+    delta = timedelta(seconds=offset_seconds)
+    return lambda: base() + delta

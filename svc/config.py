@@ -44,6 +44,8 @@ class Config:
     ops_pulse_always: bool = False
     site_url: str | None = None
     staging_url: str | None = None
+    # PEM file of extra CAs the staging check trusts (a staging site behind an internal CA); None: the system store.
+    staging_ca_file: Path | None = None
     tracker_api_url: str = DEFAULT_TRACKER_API_URL
     tracker_api_key: str | None = None
     forge_webhook_secret: str | None = None
@@ -56,6 +58,10 @@ class Config:
     retry_budget_per_day: int = 2
     poller_window_minutes: int = 30
     log_level: str = "INFO"
+    # "jobs": `svc jobs` starts the ops agents on their UTC schedules; "external": a CI cron calls `svc ops ...`.
+    ops_scheduler: str = "jobs"
+    # Shifts the jobs process's clock (seconds) to rehearse a schedule, e.g. make 08:00 UTC come now in a test.
+    jobs_clock_offset: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -114,6 +120,7 @@ class Config:
             ops_pulse_always=env.flag("OPS_PULSE_ALWAYS"),
             site_url=env.url("SVC_SITE_URL"),
             staging_url=env.url("SVC_STAGING_URL", https_only=True),
+            staging_ca_file=env.existing_file("SVC_STAGING_CA_FILE"),
             tracker_api_url=env.url("SVC_TRACKER_API_URL") or DEFAULT_TRACKER_API_URL,
             tracker_api_key=env.text("SVC_TRACKER_API_KEY"),
             forge_webhook_secret=env.secret("SVC_FORGE_WEBHOOK_SECRET"),
@@ -126,6 +133,8 @@ class Config:
             retry_budget_per_day=env.integer("SVC_RETRY_BUDGET", 2, low=0, high=1000),
             poller_window_minutes=env.integer("SVC_POLLER_WINDOW_MINUTES", 30, low=1, high=7 * 24 * 60),
             log_level=env.choice("SVC_LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR"}),
+            ops_scheduler=env.choice("SVC_OPS_SCHEDULER", "JOBS", {"JOBS", "EXTERNAL"}).lower(),
+            jobs_clock_offset=env.number("SVC_JOBS_CLOCK_OFFSET", 0.0, low=-10 * 366 * 86400, high=10 * 366 * 86400),
         )
         if env.problems:
             raise ConfigError(env.problems)
@@ -244,6 +253,16 @@ class _Reader:
             self._bad(name, "the password must be at least 8 characters long")
             return None
         return raw
+
+    def existing_file(self, name: str) -> Path | None:
+        raw = self._raw(name)
+        if raw is None:
+            return None
+        path = Path(raw)
+        if not path.is_file():
+            self._bad(name, f"no such file: {raw}")
+            return None
+        return path
 
     def id_list(self, name: str) -> frozenset[str]:
         raw = self._raw(name)

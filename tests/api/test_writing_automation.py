@@ -95,7 +95,6 @@ def test_the_toggle_credentials(api):
 
 def test_the_config_for_the_content_repository(app_factory, config_factory):
     from conftest import BASIC, CI_SECRET
-
     from testclient import ApiClient
 
     config = config_factory(base_url="https://svc.example", site_url="https://example.org")

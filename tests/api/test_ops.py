@@ -1,0 +1,170 @@
+"""The ops endpoints: shapes (checked against the OpenAPI document by the client), credentials, bodies."""
+
+import pytest
+
+from jobs.process import JobsProcess
+from storage import outbox, runs, settings
+from storage.db import connection, transaction
+
+from board import BoardClient
+from processes import free_port
+from servers.bays import BayWiper
+
+
+@pytest.fixture
+def wiper(tmp_path):
+    return BayWiper(tmp_path / "bays")
+
+
+@pytest.fixture
+def config(config_factory, wiper):
+    return config_factory(bay_wipe_command=wiper.command, staging_url=f"https://127.0.0.1:{free_port()}/")
+
+
+@pytest.fixture
+def board(api):
+    return BoardClient(api)
+
+
+def recorded() -> tuple[int, int]:
+    """(agent runs, chat posts) recorded so far."""
+    with connection():
+        return len(runs.page(agent_id=None, limit=500)[0]), len(outbox.recent(kind="chat"))
+
+
+def test_the_pulse_answers_what_it_found_and_queues_the_post(api, board, wiper):
+    board.ticket("PORT-1")
+    board.claim("bay-1", "PORT-1")
+    board.cancel("PORT-1")
+    result = api.post("/api/v1/ops/pulse")
+    assert result.status_code == 200
+    body = result.json
+    assert {i["check"] for i in body["issues"]} == {"jobs", "staging"}
+    assert body["posted"] is True  # queued in the outbox, not sent by the request
+    assert body["steward"] == {"released": [{"slot": "bay-1", "ticket": "PORT-1"}]}
+    assert body["run"]["agent_id"] == "ops-daily-pulse" and body["run"]["status"] == "ISSUES_FOUND"
+    assert body["run"]["details"]["trigger"] == "api" and body["run"]["details"]["actor"] == "admin"
+    with connection():
+        (post,) = outbox.recent(kind="chat")
+    assert post.status == "pending" and post.payload["source"] == "pulse"
+
+
+def test_post_to_chat_never_posts_nothing(api):
+    body = api.post("/api/v1/ops/pulse", json={"post_to_chat": "never"}).json
+    assert body["issues"] and body["posted"] is False
+    assert recorded()[1] == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/ops/pulse", {"post_to_chat": "loudly"}),
+        ("/api/v1/ops/pulse", {"post_to_chat": "always", "extra": 1}),
+        ("/api/v1/ops/weekly-digest", {"message": "hi"}),
+        ("/api/v1/ops/slot-steward", {"ticket": "PORT-1"}),
+        ("/api/v1/ops/idle-reclaim", {"all": True}),
+    ],
+)
+def test_a_body_that_breaks_its_schema_is_422_and_runs_nothing(api, path, body):
+    result = api.post(path, json=body)
+    assert result.status_code == 422
+    assert result.json["errors"]
+    assert recorded() == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/v1/ops/pulse"),
+        ("POST", "/api/v1/ops/weekly-digest"),
+        ("POST", "/api/v1/ops/slot-steward"),
+        ("POST", "/api/v1/ops/idle-reclaim"),
+        ("GET", "/api/v1/ops/snapshot"),
+    ],
+)
+def test_every_ops_endpoint_needs_basic_credentials(api, method, path):
+    result = api.request(method, path, auth=None, json={} if method == "POST" else None)
+    assert result.status_code == 401
+    assert result.headers["WWW-Authenticate"].startswith('Basic realm="svc"')
+    ci = api.request(method, path, auth="ci", json={} if method == "POST" else None)
+    assert ci.status_code == 401
+    assert recorded() == (0, 0)
+
+
+def test_the_weekly_digest_answers_its_message(api, board):
+    board.ticket("PORT-1")
+    board.mark_done("PORT-1")
+    body = api.post("/api/v1/ops/weekly-digest", json={}).json
+    assert body["posted"] is True
+    assert "- PORT-1 Work on PORT-1" in body["message"]
+    assert body["run"]["agent_id"] == "ops-weekly-digest"
+    with connection():
+        assert outbox.recent(kind="chat")[0].payload["content"] == body["message"]
+
+
+def test_the_slot_steward_endpoint_releases_finished_tickets_slots(api, board, wiper):
+    board.ticket("PORT-1")
+    board.claim("bay-1", "PORT-1")
+    board.mark_done("PORT-1")
+    body = api.post("/api/v1/ops/slot-steward", json={}).json
+    assert body["released"] == [{"slot": "bay-1", "ticket": "PORT-1"}]
+    assert body["run"]["status"] == "RELEASED"
+    assert api.post("/api/v1/ops/slot-steward").json["released"] == []
+
+
+def test_the_idle_reclaim_endpoint_wipes_idle_bays(api, board, clock, wiper):
+    board.ticket("PORT-1")
+    board.claim("bay-1", "PORT-1")
+    board.cancel("PORT-1")
+    api.post("/api/v1/ops/slot-steward")  # released and wiped now; not idle again until someone uses it
+    board.ticket("PORT-2")
+    board.claim("bay-2", "PORT-2")
+    board.move("PORT-2", "ci")
+    clock.advance(hours=25)
+    body = api.post("/api/v1/ops/idle-reclaim", json={}).json
+    assert body["wiped"] == []  # bay-1 is clean, bay-2 is held by a live ticket
+    assert "bay-2 (held by PORT-2 (ci)" in body["run"]["summary"]
+
+
+def test_the_snapshot_shows_the_board_at_once(api, board, clock):
+    board.ticket("PORT-1", stage="human_test")
+    board.ticket("PORT-2", stage="blocked")
+    board.ticket("WRITING-DAILY", stage="execute")
+    board.claim("bay-1", "PORT-1")
+    api.put("/api/v1/wallet", json={"budget": 10, "spent": 9, "locked": False})
+    JobsProcess(clock, {}).heartbeat()
+
+    snap = api.get("/api/v1/ops/snapshot").json
+
+    assert snap["generated_at"] == "2026-11-20T10:00:00.000000Z"
+    assert snap["health"]["status"] == "ok"
+    assert set(snap["health"]["checks"]) == {"database", "jobs", "outbox"}
+    assert snap["counts"]["by_stage"]["human_test"] == 1 and snap["counts"]["by_stage"]["done"] == 0
+    assert snap["counts"]["needs_you"] == 1 and snap["counts"]["blocked"] == 1 and snap["counts"]["stuck"] == 1
+    assert [t["key"] for t in snap["needs_you"]] == ["PORT-1"]
+    assert [a["agent_id"] for a in snap["agents"]][:3] == ["writing-daily", "ops-daily-pulse", "ops-weekly-digest"]
+    assert snap["automation"] == {"enabled": True, "updated_at": None, "updated_by": None}
+    assert snap["slots"] == [api.get("/api/v1/slots").json["slots"][0]]
+    assert snap["wallet"]["percent_used"] == 90.0
+    assert snap["staging"]["configured"] is True and snap["staging"]["last_check"] is None
+
+
+def test_the_snapshot_shows_the_last_staging_check_without_making_one(api, config):
+    api.post("/api/v1/ops/pulse", json={"post_to_chat": "never"})
+    last = api.get("/api/v1/ops/snapshot").json["staging"]["last_check"]
+    assert last["url"] == config.staging_url and last["ok"] is False
+    assert last["detail"].startswith("unreachable")
+    assert last["checked_at"] == "2026-11-20T10:00:00.000000Z"
+
+
+def test_the_snapshot_hides_the_writing_ticket_while_automation_is_off(api, board, clock):
+    from machines.stages import WRITING_TICKET_KEY
+    from svc.automation import SETTING_KEY
+
+    board.ticket(WRITING_TICKET_KEY, stage="human_test")
+    assert api.get("/api/v1/ops/snapshot").json["counts"]["needs_you"] == 1
+    with connection(), transaction():
+        settings.put(SETTING_KEY, {"enabled": False}, at=clock(), by="admin")
+    snap = api.get("/api/v1/ops/snapshot").json
+    assert snap["counts"]["needs_you"] == 0 and snap["needs_you"] == []
+    assert snap["automation"] == {"enabled": False, "updated_at": "2026-11-20T10:00:00.000000Z", "updated_by": "admin"}

@@ -1,0 +1,95 @@
+"""Real `svc jobs` processes on one database. SVC_JOBS_CLOCK_OFFSET moves their clock to just after a due
+time, so a scheduled job is due the moment they start instead of at the next 08:00."""
+
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from storage import runs, slots
+from storage.db import connection
+
+from board import BoardClient
+from conftest import BASIC, CI_SECRET
+from processes import ServiceProcess, svc_env, wait_until
+from servers.bays import BayWiper
+
+pytestmark = pytest.mark.process
+
+MONDAY = datetime(2026, 11, 23, tzinfo=UTC)
+READY = "jobs process ready: first scheduling pass done"
+
+
+def jobs_process(tmp_path, database_url, name: str, due: datetime, **extra: str) -> ServiceProcess:
+    offset = (due + timedelta(seconds=3) - datetime.now(UTC)).total_seconds()
+    env = svc_env(
+        SVC_DATA_DIR=str(tmp_path / name),
+        DATABASE_URL=database_url,
+        SVC_CI_WEBHOOK_SECRET=CI_SECRET,
+        SVC_BASIC_AUTH=BASIC,
+        SVC_JOBS_CLOCK_OFFSET=f"{offset:.3f}",
+        **extra,
+    )
+    return ServiceProcess(["jobs"], env, tmp_path / f"{name}.log").start()
+
+
+def run_count(agent_id: str) -> int:
+    with connection():
+        return len(runs.latest(agent_id, 10))
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "due"),
+    [
+        ("ops-daily-pulse", MONDAY + timedelta(hours=8)),
+        ("ops-weekly-digest", MONDAY + timedelta(hours=9)),
+        ("idle-reclaim", MONDAY + timedelta(hours=4)),
+    ],
+)
+def test_two_jobs_processes_on_one_database_run_a_due_job_once(app, tmp_path, database_url, agent_id, due):
+    # One of them thinks it lives in Auckland: the schedule is UTC all the same.
+    first = jobs_process(tmp_path, database_url, "a", due)
+    second = jobs_process(tmp_path, database_url, "b", due, TZ="Pacific/Auckland")
+    try:
+        wait_until(lambda: READY in first.output() and READY in second.output(), what="both first passes")
+        wait_until(lambda: run_count(agent_id) >= 1, what=f"a {agent_id} run")
+    finally:
+        assert first.stop() == 0 and second.stop() == 0
+    assert run_count(agent_id) == 1
+    starts = [p.output().count('"scheduled run starting"') for p in (first, second)]
+    assert sorted(starts) == [0, 1]
+    with connection():
+        run = runs.latest(agent_id, 1)[0]
+    assert run.details["trigger"] == "schedule"
+    assert run.details["scheduled_for"] == due.isoformat().replace("+00:00", "Z")
+    assert run.started_at - due < timedelta(minutes=1)
+
+
+def test_sigterm_finishes_the_job_in_hand(api, tmp_path, database_url):
+    board = BoardClient(api)
+    board.ticket("PORT-1")
+    board.claim("bay-1", "PORT-1")
+    board.cancel("PORT-1")  # the pulse's slot steward releases bay-1; its wipe will be held mid-way
+    wiper = BayWiper(tmp_path / "bays")
+    wiper.hold()
+    jobs = jobs_process(
+        tmp_path, database_url, "jobs", MONDAY + timedelta(hours=8), SVC_BAY_WIPE_COMMAND=wiper.command_line
+    )
+    try:
+        wait_until(lambda: wiper.started("bay-1"), what="the pulse's bay wipe to start")
+        jobs.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert jobs.proc.poll() is None  # still finishing the pulse
+        wiper.release()
+        assert jobs.proc.wait(timeout=30) == 0
+    finally:
+        jobs.stop()
+    assert wiper.wiped == ["bay-1"]
+    with connection():
+        assert slots.claim_of("bay-1") is None
+        (pulse,) = runs.latest("ops-daily-pulse", 10)
+        steward = runs.latest("slot-steward", 1)[0]
+    assert steward.status == "RELEASED" and pulse.details["steward_run"] == steward.id
+    assert "stopping after the job in hand" in jobs.output()
+    assert "jobs process stopped" in jobs.output()
