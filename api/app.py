@@ -9,7 +9,9 @@ import falcon
 from api import errors
 from api.auth import Authenticator, FailedCredentials
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import agents, health, initiatives, openapi, slots, tickets, wallet
+from api.resources import agents, events, health, initiatives, openapi, slots, tickets, wallet
+from jobs.router.board_events import queue_for_router
+from jobs.router.shadow import ShadowRouter
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
@@ -17,7 +19,7 @@ from svc.clock import Clock, system_clock
 from svc.config import Config
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, events)
 
 
 @dataclass
@@ -27,6 +29,7 @@ class Services:
     config: Config
     clock: Clock
     board: Board
+    router: ShadowRouter
     routes: list[tuple[str, object]] = field(default_factory=list)
 
 
@@ -51,7 +54,9 @@ def create_app(
     if migrate:
         migrations.migrate()
 
-    services = Services(config=config, clock=clock, board=Board(config, clock, stage_listeners=stage_listeners))
+    # The router hears every stage change (queued through the outbox, so a change stays one insert dearer).
+    board = Board(config, clock, stage_listeners=(queue_for_router, *stage_listeners))
+    services = Services(config=config, clock=clock, board=board, router=ShadowRouter(config, clock))
     authenticator = Authenticator(config, failures or FailedCredentials())
     app = falcon.App(
         middleware=[RequestContext(), Guard(authenticator, config.max_body_bytes), DatabaseConnection()],

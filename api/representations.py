@@ -84,3 +84,24 @@ def run(row: AgentRun) -> dict[str, Any]:
 
 def page(name: str, items: list[dict[str, Any]], after: str | None) -> dict[str, Any]:
     return {name: items, "next": after}
+
+
+def decision(row) -> dict[str, Any]:
+    """A router decision as the contract shapes it; `errors` only on a rejected envelope."""
+    body = {
+        "id": row.id,
+        "event_id": row.event_id,
+        "evaluated_at": iso(row.evaluated_at),
+        "mode": row.mode,
+        "source": row.source,
+        "kind": row.kind,
+        "subject_id": row.subject_id,
+        "outcome": row.outcome,
+        "role": row.role,
+        "gates": row.gates or [],
+        "dispatched": False,
+        "envelope": row.envelope,
+    }
+    if row.outcome == "rejected":
+        body["errors"] = row.errors or []
+    return body

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
 from jobs.process import Job, JobsProcess
+from jobs.router.board_events import ROUTE_KIND, RouteQueuedEvent
+from jobs.router.poller import AGENT_ID as POLLER_AGENT_ID
+from jobs.router.poller import Poller
+from jobs.router.shadow import ShadowRouter
 from svc.clock import Clock
 from svc.config import Config
 
 
 def scheduled_jobs(config: Config, clock: Clock) -> dict[str, Job]:
     """agent id -> the job the scheduler starts when that agent is due."""
-    return {}
+    jobs: dict[str, Job] = {}
+    jobs[POLLER_AGENT_ID] = Poller(ShadowRouter(config, clock), config, clock)
+    return jobs
 
 
 def outbox_handlers(config: Config, clock: Clock) -> tuple[dict[str, Handler], dict[str, Recorder]]:
     """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
-    return {}, {}
+    handlers: dict[str, Handler] = {}
+    recorders: dict[str, Recorder] = {}
+    # The board's own events, queued by the stage listener, are routed here (see jobs/router/board_events.py).
+    handlers[ROUTE_KIND] = RouteQueuedEvent(ShadowRouter(config, clock))
+    return handlers, recorders
 
 
 def build(config: Config, clock: Clock) -> JobsProcess:

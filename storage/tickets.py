@@ -131,3 +131,10 @@ def in_stage_since(stage: str, since: datetime, *, limit: int) -> list[Ticket]:
         .order_by(Ticket.stage_changed_at.desc(), Ticket.key)
         .limit(limit)
     )
+
+
+def tracking(issue_id: str, identifier: str) -> Ticket | None:
+    """The ticket whose `tracker_issue_id` is the tracker issue's id or its identifier, else the ticket keyed by
+    the identifier."""
+    row = Ticket.select().where(Ticket.tracker_issue_id.in_([issue_id, identifier])).order_by(Ticket.key).first()
+    return row if row is not None else get(identifier)

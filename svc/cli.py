@@ -147,6 +147,37 @@ def run(args: argparse.Namespace) -> int:
                 proc.kill()
 
 
+@command("validate")
+def validate(args: argparse.Namespace) -> int:
+    """Check envelope files (or worker output files) against the contract; exit 1 naming each violation."""
+    from svc import validation
+
+    return validation.run(args.files, worker_output=args.worker_output, out=sys.stdout)
+
+
+@command("replay")
+def replay(args: argparse.Namespace) -> int:
+    """Recorded envelopes through the router's gates offline; one decision per line, then a summary."""
+    from dataclasses import replace
+
+    from jobs.router import replay_command
+
+    config = load_config()
+    if args.allowlist is not None:
+        config = replace(config, router_allowlist=frozenset(a.strip() for a in args.allowlist.split(",") if a.strip()))
+    if args.retry_budget is not None:
+        config = replace(config, retry_budget_per_day=args.retry_budget)
+    return replay_command.run(
+        config,
+        args.file,
+        snapshot=args.snapshot,
+        save_snapshot=args.save_snapshot,
+        with_envelope=args.with_envelope,
+        out=sys.stdout,
+        err=sys.stderr,
+    )
+
+
 def _describe_db(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -170,6 +201,31 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--port", type=int, help="listen port (default SVC_PORT or 8080)")
     sub.add_parser("jobs", help="run the jobs process: ops agents on their UTC schedules, chat delivery, the poller")
     sub.add_parser("migrate", help="create or upgrade the database schema and exit")
+    check = sub.add_parser(
+        "validate",
+        help='check svc.normalized-event/v0 envelope files (.json: one envelope or {"events": [...]}; '
+        ".jsonl: one per line); exit 1 naming each violation",
+    )
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument(
+        "--worker-output",
+        action="store_true",
+        help="check worker output (svc.worker-output/v0) instead: the gate before any forge write",
+    )
+    again = sub.add_parser(
+        "replay",
+        help="run recorded envelopes (JSON lines) through the router's gates offline and print the decisions",
+    )
+    again.add_argument("file", nargs="?", metavar="FILE.jsonl", help="envelopes, one per line ('-' for stdin)")
+    again.add_argument(
+        "--snapshot", metavar="SNAPSHOT.json", help="evaluate against this board snapshot instead of the database"
+    )
+    again.add_argument(
+        "--save-snapshot", metavar="SNAPSHOT.json", help="write the database's current board as a snapshot and exit"
+    )
+    again.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
+    again.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
+    again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
     return parser
 
 
