@@ -8,6 +8,7 @@ test holds the two to the same verdict on every example.
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any
 
@@ -23,8 +24,10 @@ WORKER_OUTPUT_VERSION = "svc.worker-output/v0"
 
 @functools.cache
 def _compiled(name: str):
+    # A copy: fastjsonschema rewrites the `$ref`s of the schema it compiles, and `load()` is shared.
     # use_default=False: validation must never change the document it checks.
-    return fastjsonschema.compile(load(name), formats={"date-time": _rfc3339_datetime}, use_default=False)
+    schema = copy.deepcopy(load(name))
+    return fastjsonschema.compile(schema, formats={"date-time": _rfc3339_datetime}, use_default=False)
 
 
 def conforms(name: str, document: Any) -> bool:

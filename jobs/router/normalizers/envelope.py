@@ -28,15 +28,19 @@ class PayloadError(ContractViolation):
 # A ticket key inside a branch name (`port-12-login`, `feature/PORT-12`) or a title (`[PORT-12] Login`).
 _KEY_IN_BRANCH = re.compile(r"(?:^|[/_])([A-Za-z][A-Za-z0-9]*-[0-9]+)(?=$|[-_/.])")
 _KEY_IN_TITLE = re.compile(r"\b([A-Z][A-Z0-9]*-[0-9]+)\b")
+# Branch-naming words that come before a number without naming a ticket (`release-2026`, `renovate-12`).
+_NOT_PROJECTS = frozenset(
+    {"release", "hotfix", "feature", "fix", "bugfix", "chore", "renovate", "dependabot", "revert"}
+)
 _DELIVERY_ID = re.compile(r"^[\x21-\x7e]{1,150}$")
 
 
 def ticket_key_in(*, branch: str | None = None, title: str | None = None) -> str | None:
     """The board ticket a PR or pipeline is about: named in its branch, else in its title."""
     if branch:
-        found = _KEY_IN_BRANCH.search(branch)
-        if found:
-            return found.group(1).upper()
+        for found in _KEY_IN_BRANCH.finditer(branch):
+            if found.group(1).split("-")[0].lower() not in _NOT_PROJECTS:
+                return found.group(1).upper()
     if title:
         found = _KEY_IN_TITLE.search(title)
         if found:
