@@ -10,8 +10,9 @@ import pytest
 
 import contracts
 from contracts.envelope import ENVELOPE, WORKER_OUTPUT, check_worker_output, conforms, envelope_violations
-from events_kit import EXAMPLES
 from svc.cli import main
+
+from events_kit import EXAMPLES
 
 VALID = sorted((EXAMPLES / "envelopes" / "valid").glob("*.json")) + sorted(
     (EXAMPLES / "envelopes" / "mapping").glob("*.json")

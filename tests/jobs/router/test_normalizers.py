@@ -5,10 +5,11 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts.envelope import envelope_violations
-from events_kit import EXAMPLES, example
 from jobs.router.board_view import TicketState
 from jobs.router.normalizers import github, gitlab, linear
 from jobs.router.normalizers.envelope import PayloadError, Unmappable, ticket_key_in, utc_timestamp
+
+from events_kit import EXAMPLES, example
 
 
 def conforming(envelope):
