@@ -50,14 +50,16 @@ def replay(
     out: TextIO,
     *,
     with_envelope: bool = False,
+    recent_ids: int = RECENT_IDS,
 ) -> ReplaySummary:
+    """Evaluate each line of `lines` and write one decision per line to `out`; return the counts."""
     summary = ReplaySummary()
     recent: OrderedDict[str, int] = OrderedDict()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         summary.lines += 1
-        decision = _one(number, line, view, policy, recent, summary)
+        decision = _one(number, line, view, policy, recent, recent_ids, summary)
         if not with_envelope:
             decision.pop("envelope", None)
         out.write(json.dumps(decision, separators=(",", ":")) + "\n")
@@ -70,6 +72,7 @@ def _one(
     view: SnapshotBoardView,
     policy: Policy,
     recent: OrderedDict[str, int],
+    recent_ids: int,
     summary: ReplaySummary,
 ) -> dict[str, Any]:
     try:
@@ -88,7 +91,7 @@ def _one(
         summary.duplicates += 1
         return {"line": number, "event_id": event_id, "duplicate_of_line": recent[event_id], "dispatched": False}
     recent[event_id] = number
-    if len(recent) > RECENT_IDS:
+    if len(recent) > recent_ids:
         recent.popitem(last=False)
     now = datetime.fromisoformat(document["occurred_at"].replace("Z", "+00:00"))
     result = evaluate(document, view, policy, now=now)
