@@ -107,6 +107,7 @@ def _webhook_operation(summary: str, auth: str) -> Operation:
     return Operation(
         summary,
         auth=auth,
+        request="webhook-payload.json",  # documented only: the responder reads and normalizes the raw bytes
         raw_body=True,
         responses={202: "event-accepted.json", 200: "webhook-answer.json", **_ENVELOPE_ERRORS},
         tags=("router",),
