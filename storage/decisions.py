@@ -104,8 +104,3 @@ def queued_without_decision(*, queued_before: datetime, quiet_since: datetime, l
         .order_by(Ticket.stage_changed_at, Ticket.key)
         .limit(limit)
     )
-
-
-def count_by_outcome() -> dict[str, int]:
-    rows = RouterDecision.select(RouterDecision.outcome, fn.COUNT(RouterDecision.id)).group_by(RouterDecision.outcome)
-    return dict(rows.tuples())

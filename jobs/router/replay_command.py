@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from peewee import InterfaceError, OperationalError, ProgrammingError
+
 import contracts
 from jobs.router.board_view import SnapshotBoardView, dump_snapshot
 from jobs.router.gates import Policy
@@ -27,6 +29,14 @@ def run(
     err: TextIO,
 ) -> int:
     now = system_clock()
+    try:
+        return _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now)
+    except NoBoard as exc:
+        err.write(f"svc replay: {exc}\n")
+        return 2
+
+
+def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now) -> int:
     if save_snapshot:
         view = _from_database(config, now)
         Path(save_snapshot).write_text(dump_snapshot(view, taken_at=now) + "\n", encoding="utf-8")
@@ -67,5 +77,15 @@ def run(
 
 def _from_database(config: Config, now) -> SnapshotBoardView:
     db.bind(db.open_database(config.database_url, max_connections=2))
-    with db.connection():
-        return SnapshotBoardView.from_database(now=now)
+    try:
+        with db.connection():
+            return SnapshotBoardView.from_database(now=now)
+    except (OperationalError, ProgrammingError, InterfaceError) as exc:
+        raise NoBoard(
+            f"cannot read the board from the database ({type(exc).__name__}); start the service once "
+            "(or run svc migrate) there, or replay against a file with --snapshot"
+        ) from exc
+
+
+class NoBoard(Exception):
+    """The database holds no board to replay against."""

@@ -310,3 +310,29 @@ def test_decisions_page_newest_first_with_a_keyset_cursor(board):
     assert seen == [f"poller:PORT-14:{i}" for i in reversed(range(7))]
     ids = [d["id"] for d in decisions(board, "?limit=7")]
     assert ids == sorted(ids, reverse=True)
+
+
+def test_the_subjects_own_slot_does_not_count_against_the_fleet(api):
+    seed_board(api, tickets={"PORT-12": "queued", "PORT-20": "queued"})
+    assert api.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-12"}).status_code == 200
+    api.post("/api/v1/tickets/PORT-12/move", json={"to": "execute"})
+    decision = post_event(api, example(MAPPING + "3-ci-pipeline-failed-fixer.json")).json["decision"]
+    assert gate(decision, "fleet")["passed"] is True
+    # ...but for another ticket, PORT-12 holding a slot in execute fills the fleet of one.
+    other = example(MAPPING + "3-ci-pipeline-failed-fixer.json")
+    other["id"] = "gitlab:other"
+    other["subject"] = {"type": "ticket", "id": "PORT-20"}
+    decision = post_event(api, other).json["decision"]
+    assert gate(decision, "fleet") == {
+        "gate": "fleet",
+        "passed": False,
+        "reason": "1 other ticket(s) hold a slot in execute or ci; fleet size 1",
+    }
+
+
+def test_a_batch_item_that_is_not_an_object_is_rejected_and_recorded(board):
+    result = post_event(board, {"events": [7, example(MAPPING + "4-poller-dispatch-requested.json")]})
+    assert result.status_code == 200
+    assert [r["status"] for r in result.json["results"]] == [422, 202]
+    rejected = result.json["results"][0]["decision"]
+    assert (rejected["envelope"], rejected["event_id"], rejected["errors"][0]["path"]) == (7, None, "")

@@ -131,3 +131,9 @@ def test_replay_streams_with_flat_memory():
     assert summary.outcomes["would_dispatch"] == 100  # two fixer dispatches for each of 50 tickets
     # Keeping each line (or each decision) would leave at least one block per line: 8,000 more.
     assert blocks[9_999] - blocks[2_000] < 1_000, blocks
+
+
+def test_replay_without_a_board_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+    assert main(["replay", str(HISTORY)]) == 2
+    assert "cannot read the board" in capsys.readouterr().err
