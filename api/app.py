@@ -9,9 +9,11 @@ import falcon
 from api import errors
 from api.auth import Authenticator, FailedCredentials
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import agents, health, initiatives, openapi, ops, slots, tickets, wallet, writing
+from api.resources import agents, events, health, initiatives, openapi, ops, slots, tickets, wallet, writing
 from api.web import pages
 from jobs.ops import OpsAgents
+from jobs.router.board_events import queue_for_router
+from jobs.router.shadow import ShadowRouter
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
@@ -20,7 +22,7 @@ from svc.config import Config
 from svc.writing import WritingAgent
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, ops, pages)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, ops, events, pages)
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Services:
     config: Config
     clock: Clock
     board: Board
+    router: ShadowRouter
     routes: list[tuple[str, object]] = field(default_factory=list)
     writing: WritingAgent | None = None
     ops: OpsAgents | None = None
@@ -56,7 +59,9 @@ def create_app(
     if migrate:
         migrations.migrate()
 
-    services = Services(config=config, clock=clock, board=Board(config, clock, stage_listeners=stage_listeners))
+    # The router hears every stage change (queued through the outbox, so a change stays one insert dearer).
+    board = Board(config, clock, stage_listeners=(queue_for_router, *stage_listeners))
+    services = Services(config=config, clock=clock, board=board, router=ShadowRouter(config, clock))
     services.writing = WritingAgent(config, clock, services.board)
     services.ops = OpsAgents(config, clock, board=services.board)
     authenticator = Authenticator(config, failures or FailedCredentials())

@@ -1,4 +1,6 @@
-"""The two credential schemes: the shared CI secret header and HTTP basic; both compared in constant time.
+"""The credential schemes: the shared CI secret header, HTTP basic, and the webhook signatures of the forge
+(GitHub's HMAC-SHA256 of the raw body, GitLab's token) and the tracker (Linear's HMAC-SHA256 of the raw body).
+Every secret is compared in constant time; a scheme whose secret is not configured refuses every request.
 
 Failed credentials are counted per client address: after `FAILURE_LIMIT` failures within `WINDOW` seconds,
 that address gets 429 with `Retry-After` until the window has passed. The count lives in this process.
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import math
 import threading
@@ -19,10 +22,13 @@ from dataclasses import dataclass
 import falcon
 
 from api.errors import Problem
-from api.operations import BASIC, CI, CI_OR_BASIC, PUBLIC
+from api.operations import BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, PUBLIC, TRACKER_SIGNATURE
 from svc.config import Config
 
 CI_HEADER = "X-Svc-CI-Secret"
+GITHUB_SIGNATURE_HEADER = "X-Hub-Signature-256"
+GITLAB_TOKEN_HEADER = "X-Gitlab-Token"  # noqa: S105 (a header name, not a secret)
+LINEAR_SIGNATURE_HEADER = "Linear-Signature"
 REALM = 'Basic realm="svc", charset="UTF-8"'
 FAILURE_LIMIT = 10
 WINDOW = 60.0
@@ -87,6 +93,8 @@ class Authenticator:
         self.ci_secret = config.ci_webhook_secret
         self.basic = config.basic_auth
         self.basic_user = config.basic_user
+        self.forge_secret = config.forge_webhook_secret
+        self.tracker_secret = config.tracker_webhook_secret
         self.failures = failures
 
     def check(self, req: falcon.Request, scheme: str) -> Identity:
@@ -110,6 +118,10 @@ class Authenticator:
         return identity
 
     def _identify(self, req: falcon.Request, scheme: str) -> Identity | None:
+        if scheme == FORGE_SIGNATURE:
+            return self._forge(req)
+        if scheme == TRACKER_SIGNATURE:
+            return self._tracker(req)
         if scheme in {CI, CI_OR_BASIC}:
             given = req.get_header(CI_HEADER)
             if given is not None and self.ci_secret and equal(given, self.ci_secret):
@@ -119,6 +131,27 @@ class Authenticator:
             if user is not None:
                 return Identity(BASIC, user)
         return None
+
+    def _forge(self, req: falcon.Request) -> Identity | None:
+        """GitHub signs the raw body (`X-Hub-Signature-256: sha256=<hex>`); GitLab sends the key itself."""
+        if not self.forge_secret:
+            return None
+        signature = req.get_header(GITHUB_SIGNATURE_HEADER)
+        if signature is not None:
+            expected = "sha256=" + hmac_sha256_hex(self.forge_secret, _raw_body(req))
+            return Identity(FORGE_SIGNATURE, "github") if equal(signature.strip().lower(), expected) else None
+        token = req.get_header(GITLAB_TOKEN_HEADER)
+        if token is not None and equal(token, self.forge_secret):
+            return Identity(FORGE_SIGNATURE, "gitlab")
+        return None
+
+    def _tracker(self, req: falcon.Request) -> Identity | None:
+        """Linear signs the raw body: `Linear-Signature: <hex HMAC-SHA256>`."""
+        signature = req.get_header(LINEAR_SIGNATURE_HEADER)
+        if not self.tracker_secret or signature is None:
+            return None
+        expected = hmac_sha256_hex(self.tracker_secret, _raw_body(req))
+        return Identity(TRACKER_SIGNATURE, "linear") if equal(signature.strip().lower(), expected) else None
 
     def _basic_user(self, req: falcon.Request) -> str | None:
         header = req.get_header("Authorization")
@@ -136,7 +169,27 @@ class Authenticator:
         return self.basic_user
 
 
+def hmac_sha256_hex(secret: str, body: bytes) -> str:
+    """The hex HMAC-SHA256 of `body` under `secret`, as GitHub and Linear sign webhook deliveries."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _raw_body(req: falcon.Request) -> bytes:
+    # The guard reads the exact bytes before credentials are checked for operations declared raw_body.
+    return getattr(req.context, "raw_body", None) or b""
+
+
 def _what_is_needed(scheme: str) -> str:
+    if scheme == FORGE_SIGNATURE:
+        return (
+            f"this endpoint needs a GitHub {GITHUB_SIGNATURE_HEADER} signature or a GitLab {GITLAB_TOKEN_HEADER} "
+            "made with the forge webhook secret (an endpoint without a configured secret refuses every delivery)"
+        )
+    if scheme == TRACKER_SIGNATURE:
+        return (
+            f"this endpoint needs a {LINEAR_SIGNATURE_HEADER} signature made with the tracker webhook secret "
+            "(an endpoint without a configured secret refuses every delivery)"
+        )
     if scheme == CI:
         return f"this endpoint needs the {CI_HEADER} header with the CI webhook secret"
     if scheme == CI_OR_BASIC:

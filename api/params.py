@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import falcon
 
 from storage.paging import DEFAULT_LIMIT, MAX_LIMIT
@@ -53,3 +55,17 @@ def text(req: falcon.Request, name: str, *, max_length: int = 200) -> str | None
     if len(raw) > max_length:
         raise InvalidQuery(name, f"longer than {max_length} characters")
     return raw
+
+
+def timestamp(req: falcon.Request, name: str) -> datetime | None:
+    """An ISO 8601 timestamp with a zone (`2026-11-20T08:00:00Z`), as an aware UTC datetime."""
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = datetime.fromisoformat(raw.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidQuery(name, f"expected an ISO 8601 timestamp such as 2026-11-20T08:00:00Z, got {raw!r}") from None
+    if value.tzinfo is None:
+        raise InvalidQuery(name, f"the timestamp needs a zone (Z or +hh:mm), got {raw!r}")
+    return value.astimezone(UTC)

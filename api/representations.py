@@ -97,3 +97,24 @@ def writing_report(report: Report) -> dict[str, Any]:
 
 def writing_automation(state: AutomationState) -> dict[str, Any]:
     return {"enabled": state.enabled, "updated_at": iso(state.updated_at), "updated_by": state.updated_by}
+
+
+def decision(row) -> dict[str, Any]:
+    """A router decision as the contract shapes it; `errors` only on a rejected envelope."""
+    body = {
+        "id": row.id,
+        "event_id": row.event_id,
+        "evaluated_at": iso(row.evaluated_at),
+        "mode": row.mode,
+        "source": row.source,
+        "kind": row.kind,
+        "subject_id": row.subject_id,
+        "outcome": row.outcome,
+        "role": row.role,
+        "gates": row.gates or [],
+        "dispatched": False,
+        "envelope": row.envelope,
+    }
+    if row.outcome == "rejected":
+        body["errors"] = row.errors or []
+    return body

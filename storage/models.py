@@ -95,6 +95,8 @@ class Ticket(BaseModel):
             (("needs_you", "key"), False),
             (("needs_you", "stage_changed_at", "key"), False),
             (("stage", "stage_changed_at"), False),
+            # The tracker normalizer finds the board ticket of a Linear issue by its id.
+            (("tracker_issue_id",), False),
         )
 
 
@@ -226,6 +228,8 @@ class RouterDecision(BaseModel):
             (("source", "id"), False),
             (("subject_id", "id"), False),
             (("evaluated_at",), False),
+            # The retry-budget gate counts a ticket's fixer dispatches of the last day.
+            (("subject_id", "role", "outcome", "evaluated_at"), False),
         )
 
 

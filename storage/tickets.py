@@ -147,3 +147,10 @@ def count_in_stage_since(stage: str, since: datetime) -> int:
 def in_stage_oldest_first(stage: str, *, limit: int) -> list[Ticket]:
     """Tickets in `stage`, the one that has sat there longest first."""
     return list(Ticket.select().where(Ticket.stage == stage).order_by(Ticket.stage_changed_at, Ticket.key).limit(limit))
+
+
+def tracking(issue_id: str, identifier: str) -> Ticket | None:
+    """The ticket whose `tracker_issue_id` is the tracker issue's id or its identifier, else the ticket keyed by
+    the identifier."""
+    row = Ticket.select().where(Ticket.tracker_issue_id.in_([issue_id, identifier])).order_by(Ticket.key).first()
+    return row if row is not None else get(identifier)

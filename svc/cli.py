@@ -193,6 +193,37 @@ def outbox_view(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("validate")
+def validate(args: argparse.Namespace) -> int:
+    """Check envelope files (or worker output files) against the contract; exit 1 naming each violation."""
+    from svc import validation
+
+    return validation.run(args.files, worker_output=args.worker_output, out=sys.stdout)
+
+
+@command("replay")
+def replay(args: argparse.Namespace) -> int:
+    """Recorded envelopes through the router's gates offline; one decision per line, then a summary."""
+    from dataclasses import replace
+
+    from jobs.router import replay_command
+
+    config = load_config()
+    if args.allowlist is not None:
+        config = replace(config, router_allowlist=frozenset(a.strip() for a in args.allowlist.split(",") if a.strip()))
+    if args.retry_budget is not None:
+        config = replace(config, retry_budget_per_day=args.retry_budget)
+    return replay_command.run(
+        config,
+        args.file,
+        snapshot=args.snapshot,
+        save_snapshot=args.save_snapshot,
+        with_envelope=args.with_envelope,
+        out=sys.stdout,
+        err=sys.stderr,
+    )
+
+
 def _describe_db(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -237,6 +268,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="pulse only: auto posts when it finds issues (default: the server's, auto or OPS_PULSE_ALWAYS)",
     )
     ops_parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the answer (600)")
+    check = sub.add_parser(
+        "validate",
+        help='check svc.normalized-event/v0 envelope files (.json: one envelope or {"events": [...]}; '
+        ".jsonl: one per line); exit 1 naming each violation",
+    )
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument(
+        "--worker-output",
+        action="store_true",
+        help="check worker output (svc.worker-output/v0) instead: the gate before any forge write",
+    )
+    again = sub.add_parser(
+        "replay",
+        help="run recorded envelopes (JSON lines) through the router's gates offline and print the decisions",
+    )
+    again.add_argument("file", nargs="?", metavar="FILE.jsonl", help="envelopes, one per line ('-' for stdin)")
+    again.add_argument(
+        "--snapshot", metavar="SNAPSHOT.json", help="evaluate against this board snapshot instead of the database"
+    )
+    again.add_argument(
+        "--save-snapshot", metavar="SNAPSHOT.json", help="write the database's current board as a snapshot and exit"
+    )
+    again.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
+    again.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
+    again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
     return parser
 
 

@@ -20,15 +20,31 @@ MONDAY = datetime(2026, 11, 23, tzinfo=UTC)
 
 def ran_at(config, clock, moment: datetime) -> list[str]:
     clock.set(moment)
-    return JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="test").run_due()
+    return ops_only(JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="test").run_due())
+
+
+def ops_jobs(config, clock) -> dict:
+    """The scheduled jobs without the router's poller (every 5 minutes; it has its own tests)."""
+    return {agent: job for agent, job in assembly.scheduled_jobs(config, clock).items() if agent != "poller"}
+
+
+def ops_only(ran: list[str]) -> list[str]:
+    """The ops agents among the jobs that ran (the router's poller, every 5 minutes, has its own tests)."""
+    return [agent for agent in ran if agent != "poller"]
 
 
 def test_the_jobs_process_schedules_the_pulse_the_digest_and_idle_reclaim(config, clock):
-    assert sorted(assembly.scheduled_jobs(config, clock)) == ["idle-reclaim", "ops-daily-pulse", "ops-weekly-digest"]
+    assert sorted(assembly.scheduled_jobs(config, clock)) == [
+        "idle-reclaim",
+        "ops-daily-pulse",
+        "ops-weekly-digest",
+        "poller",
+    ]
 
 
 def test_with_an_external_cron_the_jobs_process_leaves_the_ops_agents_alone(config_factory, clock):
-    assert assembly.scheduled_jobs(config_factory(ops_scheduler="external"), clock) == {}
+    # the router's poller is not an ops agent: it stays in svc jobs
+    assert list(assembly.scheduled_jobs(config_factory(ops_scheduler="external"), clock)) == ["poller"]
     handlers, _ = assembly.outbox_handlers(config_factory(ops_scheduler="external"), clock)
     assert {"slot_release", "tracker_close"} <= set(handlers)  # delivery still happens in svc jobs
 
@@ -82,7 +98,8 @@ DECIDE = textwrap.dedent(
         ("09:00 UTC Monday", "2026-11-23T09:00:10+00:00"),
     ]:
         moments[0] = datetime.fromisoformat(moment)
-        out[label] = JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="tz").run_due()
+        ran = JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="tz").run_due()
+        out[label] = [agent for agent in ran if agent != "poller"]
     print(json.dumps(out))
     """
 )
@@ -112,8 +129,8 @@ def test_the_schedule_is_utc_whatever_the_hosts_time_zone(tmp_path, zone):
 
 def test_when_two_processes_both_see_the_pulse_due_only_one_claims_it(app, config, clock):
     clock.set(MONDAY + timedelta(hours=8, seconds=5))
-    first = JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="a")
-    second = JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="b")
+    first = JobsProcess(clock, ops_jobs(config, clock), owner="a")
+    second = JobsProcess(clock, ops_jobs(config, clock), owner="b")
     (seen_by_first,) = first.due()
     (seen_by_second,) = second.due()
     assert seen_by_first == seen_by_second  # both would run it, but for the claim

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobs import assembly
 from jobs.ops import OpsAgents
 from jobs.process import JobsProcess
 from jobs.runs import Trigger
@@ -103,6 +104,7 @@ def test_stuck_means_no_stage_change_for_longer_than_the_soak_or_blocked(board, 
 
 def test_the_soak_is_configurable(config_factory, wiper, board, clock):
     board.ticket("PORT-1", stage="ci")
+    assembly.build(config_factory(), clock).drain()  # what svc jobs does: route the board's events
     clock.advance(hours=3)
     JobsProcess(clock, {}).heartbeat()
     report = pulse(config_factory(bay_wipe_command=wiper.command, stuck_after_hours=2), clock)

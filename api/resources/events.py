@@ -1,0 +1,184 @@
+"""Normalized events: `POST events` (envelopes), the forge, CI and tracker webhooks, and the recorded decisions.
+
+Each accepted event answers 202 with its decision; the same event id again answers 200 with the decision
+already recorded. An envelope that breaks the contract answers 422 and is recorded as a `rejected` decision.
+A batch (`{"events": [...]}`, at most 500) answers 200 with one result per envelope, each with the status it
+would have had alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from api import params, representations
+from api.body import is_json_media, parse_json
+from api.errors import Problem
+from api.operations import CI, CURSOR, FORGE_SIGNATURE, LIMIT, TRACKER_SIGNATURE, Operation, Param
+from jobs.router.deliveries import Delivery
+from jobs.router.shadow import OUTCOMES, SOURCES, Ignored, Receipt, ShadowRouter
+
+_ENVELOPE_ERRORS = {401: "problem.json", 422: "problem.json"}
+
+
+def accepted(receipt: Receipt) -> dict[str, Any]:
+    return {"event_id": receipt.event_id, "decision": representations.decision(receipt.decision)}
+
+
+def answer(resp: falcon.Response, receipt: Receipt) -> None:
+    """202 new, 200 seen before, or 422 problem+json carrying the rejected decision that was recorded."""
+    if receipt.status == 422:
+        errors = receipt.decision.errors or []
+        raise Problem(
+            422,
+            "validation",
+            f"the envelope breaks svc.normalized-event/v0 in {len(errors)} place(s); recorded as rejected",
+            errors=errors,
+            extra={"decision": representations.decision(receipt.decision)},
+        )
+    resp.status = falcon.code_to_http_status(receipt.status)
+    resp.media = accepted(receipt)
+
+
+class Events:
+    operations = {
+        "POST": Operation(
+            'Route one svc.normalized-event/v0 envelope, or a batch {"events": [...]} of at most 500 '
+            "(shadow mode: decisions are recorded, nothing is dispatched)",
+            auth=CI,
+            request="event-submission.json",
+            responses={202: "event-accepted.json", 200: "event-answer.json", **_ENVELOPE_ERRORS},
+            tags=("router",),
+        ),
+    }
+
+    def __init__(self, router: ShadowRouter):
+        self.router = router
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = req.context.body
+        if "events" in body and "schema" not in body:
+            receipts = self.router.receive_batch(body["events"])
+            resp.media = {
+                "results": [
+                    {
+                        "index": index,
+                        "status": r.status,
+                        "event_id": r.event_id,
+                        "decision": representations.decision(r.decision),
+                    }
+                    for index, r in enumerate(receipts)
+                ],
+                "accepted": sum(r.status == 202 for r in receipts),
+                "duplicates": sum(r.status == 200 for r in receipts),
+                "rejected": sum(r.status == 422 for r in receipts),
+            }
+            return
+        answer(resp, self.router.receive(body))
+
+
+class Webhook:
+    """One inbound webhook endpoint; the normalizer is chosen from the delivery's headers and body."""
+
+    def __init__(self, router: ShadowRouter, endpoint: str, operation: Operation):
+        self.router = router
+        self.endpoint = endpoint
+        self.operations = {"POST": operation}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if not is_json_media(req.content_type):
+            raise Problem(415, "unsupported-media-type", "send the webhook body as application/json")
+        raw = req.context.raw_body
+        delivery = Delivery(
+            endpoint=self.endpoint,
+            headers={name.lower(): value for name, value in req.headers.items()},
+            raw=raw,
+            document=parse_json(raw),
+        )
+        result = self.router.receive_delivery(delivery)
+        if isinstance(result, Ignored):
+            resp.media = {"ignored": result.reason, "delivery": result.delivery}
+            return
+        answer(resp, result)
+
+
+def _webhook_operation(summary: str, auth: str) -> Operation:
+    return Operation(
+        summary,
+        auth=auth,
+        request="webhook-payload.json",  # documented only: the responder reads and normalizes the raw bytes
+        raw_body=True,
+        responses={202: "event-accepted.json", 200: "webhook-answer.json", **_ENVELOPE_ERRORS},
+        tags=("router",),
+    )
+
+
+class Decisions:
+    operations = {
+        "GET": Operation(
+            "Recorded shadow-mode router decisions, newest first",
+            responses={200: "router-decision-list.json", 400: "problem.json", 401: "problem.json"},
+            params=(
+                Param("outcome", {"type": "string", "enum": list(OUTCOMES)}),
+                Param("source", {"type": "string", "enum": list(SOURCES)}),
+                Param("subject_id", {"type": "string", "maxLength": 128}, "A ticket key, for example PORT-12."),
+                Param("since", {"type": "string", "format": "date-time"}, "Only decisions evaluated at or after."),
+                LIMIT,
+                CURSOR,
+            ),
+            tags=("router",),
+        ),
+    }
+
+    def __init__(self, router: ShadowRouter):
+        self.router = router
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        rows, after = self.router.decisions(
+            limit=params.limit(req),
+            cursor=params.cursor(req),
+            outcome=params.choice(req, "outcome", OUTCOMES),
+            source=params.choice(req, "source", SOURCES),
+            subject_id=params.text(req, "subject_id", max_length=128),
+            since=params.timestamp(req, "since"),
+        )
+        resp.media = representations.page("decisions", [representations.decision(r) for r in rows], after)
+
+
+def routes(services) -> list[tuple[str, object]]:
+    router = services.router
+    return [
+        ("/api/v1/events", Events(router)),
+        (
+            "/api/v1/webhooks/forge",
+            Webhook(
+                router,
+                "forge",
+                _webhook_operation(
+                    "GitHub (pull_request, workflow_run) or GitLab (Merge Request Hook, Pipeline Hook) deliveries, "
+                    "signed with X-Hub-Signature-256 or X-Gitlab-Token",
+                    FORGE_SIGNATURE,
+                ),
+            ),
+        ),
+        (
+            "/api/v1/webhooks/ci",
+            Webhook(
+                router,
+                "ci",
+                _webhook_operation(
+                    "CI-to-service reports in GitLab's pipeline-event or GitHub's workflow_run shape (CI secret)", CI
+                ),
+            ),
+        ),
+        (
+            "/api/v1/webhooks/tracker",
+            Webhook(
+                router,
+                "tracker",
+                _webhook_operation("Linear Issue webhooks, signed with Linear-Signature", TRACKER_SIGNATURE),
+            ),
+        ),
+        ("/api/v1/router/decisions", Decisions(router)),
+    ]

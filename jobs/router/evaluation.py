@@ -1,0 +1,41 @@
+"""Evaluating one valid envelope: every gate, then the rules; the outcome says what live mode would do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobs.router.board_view import BoardView
+from jobs.router.gates import GATES, GateInput, Policy
+from jobs.router.rules import first_match
+
+WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED = "would_dispatch", "blocked", "no_action", "rejected"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    outcome: str
+    role: str | None
+    gates: list[dict[str, Any]]
+
+
+def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: datetime) -> Evaluation:
+    """`envelope` must already conform to `svc.normalized-event/v0`.
+
+    `role` is the matched rule's role even when a gate blocks it, so a blocked decision still says what it
+    blocked; only `would_dispatch` counts against the retry budget.
+    """
+    subject = envelope["subject"]
+    ticket = view.ticket(subject["id"]) if subject["type"] == "ticket" else None
+    given = GateInput(envelope=envelope, ticket=ticket, view=view, policy=policy, now=now)
+    results = [gate(given).as_dict() for gate in GATES]
+    rule = first_match(envelope)
+    role = rule.role if rule is not None else None
+    if not all(r["passed"] for r in results):
+        outcome = BLOCKED
+    elif role is not None:
+        outcome = WOULD_DISPATCH
+    else:
+        outcome = NO_ACTION
+    return Evaluation(outcome, role, results)

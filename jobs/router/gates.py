@@ -1,0 +1,135 @@
+"""The gates of the contract, as small functions run in its explicit order. Every gate is evaluated and recorded
+with its reason, not only the first that fails: a decision says everything that would stop live dispatch.
+
+| gate           | passes when                                                                                   |
+|----------------|-----------------------------------------------------------------------------------------------|
+| `authorization`| the actor id is on `SVC_ROUTER_ALLOWLIST`; kinds `unknown`, `untrusted_comment` fail closed |
+| `agreement`    | the subject's initiative is `active` or `done` (past the agree stage)                         |
+| `budget`       | the wallet is not locked                                                                      |
+| `fleet`        | fewer other tickets hold a slot in `execute` or `ci` than the fleet size (1)                  |
+| `human_gate`   | the ticket is not in, and the transition does not lead to, `human_test` or `human_merge`      |
+| `retry_budget` | the ticket's fixer dispatches of the last day are below `SVC_RETRY_BUDGET` (default 2)        |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobs.router.board_view import RETRY_WINDOW, BoardView, TicketState
+from svc.config import Config
+
+FAIL_CLOSED_ACTORS = frozenset({"unknown", "untrusted_comment"})
+AGREED_INITIATIVE_STAGES = frozenset({"active", "done"})
+HUMAN_GATES = frozenset({"human_test", "human_merge"})
+FLEET_SIZE = 1
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The knobs of the gates; `svc replay` can change them to compare a policy on recorded history."""
+
+    allowlist: frozenset[str]
+    retry_budget: int = 2
+    fleet_size: int = FLEET_SIZE
+
+    @classmethod
+    def from_config(cls, config: Config) -> Policy:
+        return cls(allowlist=config.router_allowlist, retry_budget=config.retry_budget_per_day)
+
+
+@dataclass(frozen=True)
+class GateInput:
+    envelope: dict[str, Any]
+    ticket: TicketState | None  # the subject's board ticket, when the subject is a known ticket
+    view: BoardView
+    policy: Policy
+    now: datetime
+
+    @property
+    def subject_key(self) -> str | None:
+        subject = self.envelope["subject"]
+        return subject["id"] if subject["type"] == "ticket" else None
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: str
+    passed: bool
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gate": self.gate, "passed": self.passed, "reason": self.reason}
+
+
+def authorization_gate(given: GateInput) -> GateResult:
+    actor = given.envelope["actor"]
+    kind, ident = actor["kind"], actor.get("id")
+    if kind in FAIL_CLOSED_ACTORS:
+        return GateResult("authorization", False, f"actor kind {kind} fails closed")
+    if not ident:
+        return GateResult("authorization", False, f"the {kind} actor has no id to check against the allowlist")
+    if ident in given.policy.allowlist:
+        return GateResult("authorization", True, f"actor {ident} is on the allowlist")
+    return GateResult("authorization", False, f"actor {ident} is not on SVC_ROUTER_ALLOWLIST")
+
+
+def agreement_gate(given: GateInput) -> GateResult:
+    # The board's ticket says which initiative it belongs to; the envelope's claim counts only without one.
+    initiative = given.ticket.initiative_id if given.ticket else given.envelope["subject"].get("initiative_id")
+    if not initiative:
+        return GateResult("agreement", False, "no initiative is known for the subject")
+    stage = given.view.initiative_stage(initiative)
+    if stage is None:
+        return GateResult("agreement", False, f"initiative {initiative} is not on the board")
+    if stage in AGREED_INITIATIVE_STAGES:
+        return GateResult("agreement", True, f"initiative {initiative} is {stage}")
+    return GateResult("agreement", False, f"initiative {initiative} is {stage}, not yet agreed (active or done)")
+
+
+def budget_gate(given: GateInput) -> GateResult:
+    if given.view.wallet_locked():
+        return GateResult("budget", False, "the wallet is locked")
+    return GateResult("budget", True, "the wallet is not locked")
+
+
+def fleet_gate(given: GateInput) -> GateResult:
+    busy = given.view.slots_held_by_others(given.subject_key)
+    size = given.policy.fleet_size
+    if busy < size:
+        return GateResult("fleet", True, f"{busy} other ticket(s) hold a slot in execute or ci; fleet size {size}")
+    return GateResult("fleet", False, f"{busy} other ticket(s) hold a slot in execute or ci; fleet size {size}")
+
+
+def human_gate(given: GateInput) -> GateResult:
+    if given.ticket is not None and given.ticket.stage in HUMAN_GATES:
+        return GateResult("human_gate", False, f"{given.ticket.key} is at the human gate {given.ticket.stage}")
+    target = given.envelope["transition"].get("to")
+    if target in HUMAN_GATES:
+        return GateResult("human_gate", False, f"the transition leads to the human gate {target}")
+    return GateResult("human_gate", True, "no human gate is in the way")
+
+
+def retry_budget_gate(given: GateInput) -> GateResult:
+    key = given.subject_key
+    budget = given.policy.retry_budget
+    if key is None:
+        return GateResult("retry_budget", True, "the subject is not a ticket; no fixer dispatches to count")
+    used = given.view.fixer_dispatches(key, given.now - RETRY_WINDOW)
+    if used < budget:
+        return GateResult("retry_budget", True, f"{used} of {budget} fixer dispatches used in the last day")
+    return GateResult("retry_budget", False, f"{used} of {budget} fixer dispatches used in the last day")
+
+
+# The contract's explicit order.
+GATES: tuple[Callable[[GateInput], GateResult], ...] = (
+    authorization_gate,
+    agreement_gate,
+    budget_gate,
+    fleet_gate,
+    human_gate,
+    retry_budget_gate,
+)
+GATE_NAMES = ("authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget")

@@ -1,0 +1,161 @@
+"""GitHub: `pull_request` deliveries (source `forge`) and Actions `workflow_run` deliveries (source `ci`).
+
+| delivery                               | kind               | from -> to               | hints          |
+|----------------------------------------|--------------------|--------------------------|----------------|
+| pull_request opened / reopened         | `opened`           | none -> open or draft    | await_ci       |
+| pull_request synchronize               | `synchronized`     | none -> none             | await_ci       |
+| pull_request ready_for_review          | `ready_for_review` | draft -> open            | await_ci       |
+| pull_request closed, merged            | `merged`           | open -> merged           |                |
+| pull_request closed, not merged        | `closed`           | open -> closed           |                |
+| workflow_run requested / in_progress   | `pipeline_started` | none -> pending, running | await_ci       |
+| workflow_run completed success         | `pipeline_passed`  | running -> success       |                |
+| workflow_run completed failure/timeout | `pipeline_failed`  | running -> failure       | eligible fixer |
+| workflow_run completed cancelled, ...  | `pipeline_skipped` | running -> canceled      |                |
+
+The actor of a pull request is its `sender` (`github:<login>`; a `Bot` account is an agent); CI events carry
+the system actor `github:github-actions`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.router.normalizers.envelope import (
+    PayloadError,
+    Unmappable,
+    build,
+    maybe,
+    need,
+    repo_subject,
+    ticket_key_in,
+    utc_timestamp,
+)
+
+CI_ACTOR = {"kind": "system", "id": "github:github-actions"}
+
+_PR_KINDS = {
+    "opened": "opened",
+    "reopened": "opened",
+    "synchronize": "synchronized",
+    "ready_for_review": "ready_for_review",
+}
+
+# workflow_run conclusion -> (kind, normalized pipeline status)
+_CONCLUSIONS = {
+    "success": ("pipeline_passed", "success"),
+    "failure": ("pipeline_failed", "failure"),
+    "timed_out": ("pipeline_failed", "failure"),
+    "startup_failure": ("pipeline_failed", "failure"),
+    "cancelled": ("pipeline_skipped", "canceled"),
+    "skipped": ("pipeline_skipped", "skipped"),
+    "neutral": ("pipeline_skipped", "skipped"),
+    "stale": ("pipeline_skipped", "skipped"),
+    "action_required": ("pipeline_started", "manual"),
+}
+
+
+def normalize(event: str | None, event_id: str, payload: Any) -> dict[str, Any]:
+    """The envelope for one GitHub delivery (`X-GitHub-Event` is `event`)."""
+    if not isinstance(payload, dict):
+        raise PayloadError("", "a GitHub webhook body is a JSON object")
+    if event == "pull_request":
+        return pull_request(event_id, payload)
+    if event == "workflow_run":
+        return workflow_run(event_id, payload)
+    if event == "ping":
+        raise Unmappable("ping: the webhook is set up; nothing to route")
+    raise Unmappable(f"GitHub event {event or '(none)'} is not routed")
+
+
+def actor_of(sender: Any) -> dict[str, Any]:
+    login = maybe(sender, "login")
+    if not isinstance(login, str) or not login:
+        return {"kind": "unknown", "id": None}
+    kind = "agent" if maybe(sender, "type") == "Bot" else "human"
+    return {"kind": kind, "id": f"github:{login}"}
+
+
+def pull_request(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    action = need(payload, "action")
+    pr = need(payload, "pull_request", kind=dict)
+    number = need(payload, "pull_request", "number", kind=int)
+    branch = need(payload, "pull_request", "head", "ref")
+    title = maybe(pr, "title") if isinstance(maybe(pr, "title"), str) else None
+    repo = need(payload, "repository", "full_name")
+    draft = maybe(pr, "draft") is True
+    if action in _PR_KINDS:
+        kind = _PR_KINDS[action]
+        from_state, to_state = {
+            "opened": (None, "draft" if draft else "open"),
+            "synchronized": (None, None),
+            "ready_for_review": ("draft", "open"),
+        }[kind]
+        occurred = need(payload, "pull_request", "updated_at")
+    elif action == "closed":
+        merged = maybe(pr, "merged") is True
+        kind, from_state, to_state = ("merged", "open", "merged") if merged else ("closed", "open", "closed")
+        occurred = maybe(pr, "merged_at") or maybe(pr, "closed_at") or need(payload, "pull_request", "updated_at")
+    else:
+        raise Unmappable(f"pull_request action {action} is not routed")
+    return build(
+        event_id=event_id,
+        occurred_at=utc_timestamp(occurred, path="/pull_request/updated_at"),
+        source="forge",
+        kind=kind,
+        from_state=from_state,
+        to_state=to_state,
+        subject=repo_subject(
+            ticket_key_in(branch=branch, title=title),
+            repo=repo,
+            fallback_type="pull_request",
+            fallback_id=f"{repo}#{number}",
+        ),
+        actor=actor_of(maybe(payload, "sender")),
+        eligible_for_worker=False,
+        # New commits (or a new PR) mean the pipeline for the head has not passed yet.
+        blocked_reason="await_ci" if kind in {"opened", "synchronized", "ready_for_review"} else None,
+        forge={"pr_number": number, "branch": branch},
+    )
+
+
+def workflow_run(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    action = need(payload, "action")
+    run = need(payload, "workflow_run", kind=dict)
+    run_id = need(payload, "workflow_run", "id", kind=int)
+    branch = maybe(run, "head_branch") if isinstance(maybe(run, "head_branch"), str) else None
+    repo = need(payload, "repository", "full_name")
+    pr_number = maybe(run, "pull_requests", 0, "number")
+    pr_number = pr_number if isinstance(pr_number, int) and not isinstance(pr_number, bool) else None
+    title = maybe(run, "display_title") if isinstance(maybe(run, "display_title"), str) else None
+    if action == "requested":
+        kind, from_state, status = "pipeline_started", None, "pending"
+    elif action == "in_progress":
+        kind, from_state, status = "pipeline_started", "pending", "running"
+    elif action == "completed":
+        conclusion = maybe(run, "conclusion")
+        if conclusion not in _CONCLUSIONS:
+            raise PayloadError("/workflow_run/conclusion", f"is not a workflow_run conclusion: {conclusion!r}")
+        (kind, status), from_state = _CONCLUSIONS[conclusion], "running"
+    else:
+        raise Unmappable(f"workflow_run action {action} is not routed")
+    occurred = maybe(run, "updated_at") or need(payload, "workflow_run", "created_at")
+    failed = kind == "pipeline_failed"
+    return build(
+        event_id=event_id,
+        occurred_at=utc_timestamp(occurred, path="/workflow_run/updated_at"),
+        source="ci",
+        kind=kind,
+        from_state=from_state,
+        to_state=status,
+        subject=repo_subject(
+            ticket_key_in(branch=branch, title=title),
+            repo=repo,
+            fallback_type="pipeline",
+            fallback_id=f"{repo}:{run_id}",
+        ),
+        actor=dict(CI_ACTOR),
+        eligible_for_worker=failed,
+        blocked_reason="await_ci" if kind == "pipeline_started" else None,
+        suggested_role="fixer" if failed else None,
+        forge={"pr_number": pr_number, "branch": branch, "pipeline_id": run_id, "pipeline_status": status},
+    )

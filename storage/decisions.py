@@ -1,0 +1,106 @@
+"""Router decisions and accepted events: what the shadow router recorded, and the dedup of event ids."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from peewee import fn
+
+from storage.models import AcceptedEvent, RouterDecision, Ticket
+from storage.paging import decode_cursor, page_of
+
+
+def record(**fields: Any) -> RouterDecision:
+    return RouterDecision.create(**fields)
+
+
+def accepted(event_id: str) -> RouterDecision | None:
+    """The decision recorded for the first accepted envelope with `event_id`, if any."""
+    return (
+        RouterDecision.select()
+        .join(AcceptedEvent, on=(AcceptedEvent.decision == RouterDecision.id))
+        .where(AcceptedEvent.event_id == event_id)
+        .first()
+    )
+
+
+def accept(event_id: str, decision: RouterDecision, *, at: datetime) -> None:
+    """Bind `event_id` to its decision; a concurrent twin fails with IntegrityError (the id is the key)."""
+    AcceptedEvent.insert(event_id=event_id, decision=decision.id, received_at=at).execute()
+
+
+def page(
+    *,
+    limit: int,
+    cursor: str | None = None,
+    outcome: str | None = None,
+    source: str | None = None,
+    subject_id: str | None = None,
+    since: datetime | None = None,
+) -> tuple[list[RouterDecision], str | None]:
+    """Decisions newest first (by id), filtered; keyset-paged on the id."""
+    query = RouterDecision.select()
+    if outcome is not None:
+        query = query.where(RouterDecision.outcome == outcome)
+    if source is not None:
+        query = query.where(RouterDecision.source == source)
+    if subject_id is not None:
+        query = query.where(RouterDecision.subject_id == subject_id)
+    if since is not None:
+        query = query.where(RouterDecision.evaluated_at >= since)
+    if cursor:
+        (before,) = decode_cursor(cursor, 1)
+        query = query.where(RouterDecision.id < before)
+    rows = list(query.order_by(RouterDecision.id.desc()).limit(limit + 1))
+    return page_of(rows, limit, lambda d: [d.id])
+
+
+def fixer_dispatches_since(subject_id: str, since: datetime) -> int:
+    """How often the router would have dispatched a fixer for `subject_id` since `since`."""
+    return (
+        RouterDecision.select(fn.COUNT(RouterDecision.id))
+        .where(
+            (RouterDecision.subject_id == subject_id)
+            & (RouterDecision.role == "fixer")
+            & (RouterDecision.outcome == "would_dispatch")
+            & (RouterDecision.evaluated_at >= since)
+        )
+        .scalar()
+        or 0
+    )
+
+
+def fixer_dispatch_times_since(since: datetime) -> dict[str, list[datetime]]:
+    """Every ticket's fixer dispatch times since `since` (for a replay snapshot of the board)."""
+    times: dict[str, list[datetime]] = {}
+    query = (
+        RouterDecision.select(RouterDecision.subject_id, RouterDecision.evaluated_at)
+        .where(
+            (RouterDecision.role == "fixer")
+            & (RouterDecision.outcome == "would_dispatch")
+            & (RouterDecision.evaluated_at >= since)
+        )
+        .order_by(RouterDecision.id)
+    )
+    for row in query:
+        times.setdefault(row.subject_id, []).append(row.evaluated_at)
+    return times
+
+
+def queued_without_decision(*, queued_before: datetime, quiet_since: datetime, limit: int) -> list[Ticket]:
+    """Tickets in `queued` since before `queued_before` with no decision about them since `quiet_since`.
+
+    What the poller asks dispatch for: the webhook that should have moved them on was missed.
+    """
+    recent = (
+        RouterDecision.select(RouterDecision.subject_id)
+        .where((RouterDecision.subject_id == Ticket.key) & (RouterDecision.evaluated_at >= quiet_since))
+        .limit(1)
+    )
+    return list(
+        Ticket.select()
+        .where((Ticket.stage == "queued") & (Ticket.stage_changed_at < queued_before) & ~fn.EXISTS(recent))
+        .order_by(Ticket.stage_changed_at, Ticket.key)
+        .limit(limit)
+    )
