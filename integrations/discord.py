@@ -18,12 +18,13 @@ passed on.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import requests
+
+from svc.config import is_loopback
 
 MAX_CONTENT = 2000
 # (connect, read) seconds: every call is bounded, a hung Discord never holds the jobs process.
@@ -71,7 +72,7 @@ def check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
         return
-    if parts.scheme == "http" and parts.hostname and _is_loopback(parts.hostname):
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return
     raise ValueError(f"the chat webhook URL must be https (or http to a loopback address), got {shown(url)}")
 
@@ -202,12 +203,3 @@ def _rate_limit(response: requests.Response) -> RateLimit:
         is_global=headers.get("X-RateLimit-Global", "").lower() == "true"
         or (isinstance(body, dict) and body.get("global") is True),
     )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

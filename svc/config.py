@@ -227,7 +227,7 @@ class _Reader:
         parts = urlsplit(raw)
         if parts.scheme == "https" and parts.hostname:
             return raw
-        if parts.scheme == "http" and parts.hostname and _is_loopback(parts.hostname):
+        if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
             return raw
         self._bad(name, f"expected an https:// URL (or http:// to a loopback address), got {_redact_url(raw)!r}")
         return None
@@ -296,7 +296,8 @@ class _Reader:
         return raw
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback IP address: where plain http may carry a token."""
     if host == "localhost":
         return True
     try:

@@ -109,6 +109,7 @@ def _check_url(url: str) -> None:
 
 
 def _is_loopback(host: str) -> bool:
+    # A copy of svc.config.is_loopback: this module is copied into content repositories and imports nothing of ours.
     if host == "localhost":
         return True
     try:
