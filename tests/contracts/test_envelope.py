@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import contracts
-from contracts.envelope import ENVELOPE, WORKER_OUTPUT, check_worker_output, conforms, envelope_violations
+from contracts import conforms
+from contracts.envelope import ENVELOPE, WORKER_OUTPUT, check_worker_output, envelope_violations
 from svc.cli import main
 
 from events_kit import EXAMPLES
