@@ -22,6 +22,7 @@ from typing import Protocol
 
 from statemachine import State, StateMachine
 
+from machines import reuse
 from machines.errors import TransitionForbidden
 from machines.stages import WRITING_TICKET_KEY
 
@@ -81,19 +82,21 @@ MOVE_EVENTS: dict[str, str] = {
 }
 
 
-def fire(ticket: TicketLike, event: str, **kwargs) -> tuple[str, str]:
-    """Run `event` on `ticket` (which is updated in place); return (from_stage, to_stage).
+def fire(ticket: TicketLike, event: str) -> tuple[str, str]:
+    """Run `event` on `ticket` (whose stage is updated in place); return (from_stage, to_stage).
 
     Raises `TransitionForbidden` naming the current stage when the machine does not allow it.
     """
     before = ticket.stage
-    machine = TicketMachine(ticket, **kwargs)
+    machine, holder = reuse.machine(TicketMachine)
+    holder.key, holder.stage = ticket.key, ticket.stage
     try:
         machine.send(event)
     except TicketMachine.TransitionNotAllowed as exc:
         raise TransitionForbidden(
             f"cannot {event.replace('_', ' ')} a ticket in stage {before!r}", current=before, event=event
         ) from exc
+    ticket.stage = holder.stage
     return before, ticket.stage
 
 

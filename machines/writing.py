@@ -21,6 +21,7 @@ from typing import Protocol
 
 from statemachine import State, StateMachine
 
+from machines import reuse
 from machines.errors import TransitionForbidden
 
 FAILURE_STATUS = re.compile(r"^FAIL_[A-Z0-9_]+$")
@@ -98,9 +99,11 @@ def apply_report(ticket: WritingTicketLike, status: str) -> tuple[str, str]:
     before = ticket.stage
     if move.event is None:
         return before, before
-    machine = WritingTicket(ticket)
+    machine, holder = reuse.machine(WritingTicket)
+    holder.stage, holder.waiting_on = ticket.stage, ticket.waiting_on
     try:
         machine.send(move.event)
     except WritingTicket.TransitionNotAllowed as exc:  # only if the table and the machine disagree
         raise TransitionForbidden(str(exc), current=before, event=move.event) from exc
+    ticket.stage, ticket.waiting_on = holder.stage, holder.waiting_on
     return before, ticket.stage

@@ -57,3 +57,12 @@ def test_the_writing_ticket_is_not_moved_by_the_board():
     with pytest.raises(TransitionForbidden, match="notify"):
         ticket_machine.fire(row, "start")
     assert row.stage == "queued"
+
+
+def test_a_reused_machine_serves_the_next_row_after_one_reached_a_final_stage():
+    # Machines are reused per thread; one that reached `done` has terminated and must be replaced.
+    assert ticket_machine.fire(Row("execute", key="PORT-1"), "mark_done") == ("execute", "done")
+    assert ticket_machine.fire(Row("queued", key="PORT-2"), "start") == ("queued", "execute")
+    with pytest.raises(TransitionForbidden):
+        ticket_machine.fire(Row("done", key="PORT-3"), "start")
+    assert ticket_machine.fire(Row("blocked", key="PORT-4"), "queue") == ("blocked", "queued")
