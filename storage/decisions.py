@@ -7,27 +7,24 @@ from typing import Any
 
 from peewee import fn
 
+from storage import statements
 from storage.models import AcceptedEvent, RouterDecision, Ticket
 from storage.paging import decode_cursor, page_of
 
 
 def record(**fields: Any) -> RouterDecision:
-    return RouterDecision.create(**fields)
+    return statements.insert(RouterDecision, fields)
 
 
 def accepted(event_id: str) -> RouterDecision | None:
     """The decision recorded for the first accepted envelope with `event_id`, if any."""
-    return (
-        RouterDecision.select()
-        .join(AcceptedEvent, on=(AcceptedEvent.decision == RouterDecision.id))
-        .where(AcceptedEvent.event_id == event_id)
-        .first()
-    )
+    bound = statements.select_one(AcceptedEvent, {"event_id": event_id})
+    return None if bound is None else statements.select_one(RouterDecision, {"id": bound.decision_id})
 
 
 def accept(event_id: str, decision: RouterDecision, *, at: datetime) -> None:
     """Bind `event_id` to its decision; a concurrent twin fails with IntegrityError (the id is the key)."""
-    AcceptedEvent.insert(event_id=event_id, decision=decision.id, received_at=at).execute()
+    statements.insert(AcceptedEvent, {"event_id": event_id, "decision": decision.id, "received_at": at})
 
 
 def page(

@@ -5,18 +5,27 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from storage import statements
 from storage.models import IdempotencyRecord
 
 
 def find(scope: str, key: str) -> IdempotencyRecord | None:
-    return IdempotencyRecord.get_or_none((IdempotencyRecord.scope == scope) & (IdempotencyRecord.key == key))
+    return statements.select_one(IdempotencyRecord, {"scope": scope, "key": key})
 
 
 def save(scope: str, key: str, *, request_hash: str, status_code: int, response: Any, at: datetime) -> None:
     """Store the answer; a concurrent twin with the same key fails with IntegrityError and rolls back."""
-    IdempotencyRecord.insert(
-        scope=scope, key=key, request_hash=request_hash, status_code=status_code, response=response, created_at=at
-    ).execute()
+    statements.insert(
+        IdempotencyRecord,
+        {
+            "scope": scope,
+            "key": key,
+            "request_hash": request_hash,
+            "status_code": status_code,
+            "response": response,
+            "created_at": at,
+        },
+    )
 
 
 def forget_older_than(cutoff: datetime) -> int:

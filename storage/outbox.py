@@ -12,6 +12,7 @@ from typing import Any
 
 from peewee import fn
 
+from storage import statements
 from storage.models import OutboxMessage
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
@@ -20,8 +21,17 @@ SKIPPED = "skipped"
 
 
 def enqueue(kind: str, payload: dict[str, Any], *, at: datetime) -> OutboxMessage:
-    return OutboxMessage.create(
-        kind=kind, payload=payload, status=PENDING, attempts=0, next_attempt_at=at, created_at=at, updated_at=at
+    return statements.insert(
+        OutboxMessage,
+        {
+            "kind": kind,
+            "payload": payload,
+            "status": PENDING,
+            "attempts": 0,
+            "next_attempt_at": at,
+            "created_at": at,
+            "updated_at": at,
+        },
     )
 
 

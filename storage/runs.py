@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from storage import statements
 from storage.models import AgentRun
 from storage.paging import decode_cursor, page_of
 
@@ -19,14 +20,17 @@ def record(
     summary: str = "",
     details: dict[str, Any] | None = None,
 ) -> AgentRun:
-    return AgentRun.create(
-        agent_id=agent_id,
-        status=status,
-        ok=ok,
-        started_at=started_at,
-        finished_at=finished_at,
-        summary=summary,
-        details=details,
+    return statements.insert(
+        AgentRun,
+        {
+            "agent_id": agent_id,
+            "status": status,
+            "ok": ok,
+            "started_at": started_at,
+            "finished_at": finished_at,
+            "summary": summary,
+            "details": details,
+        },
     )
 
 

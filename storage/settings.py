@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from storage import statements
 from storage.models import Setting
 
 
 def get(key: str) -> Setting | None:
-    return Setting.get_or_none(Setting.key == key)
+    return statements.select_one(Setting, {"key": key})
 
 
 def put(key: str, value: Any, *, at: datetime, by: str | None) -> None:

@@ -7,16 +7,14 @@ from typing import Any
 
 from peewee import fn
 
-from storage.db import is_postgres
+from storage import statements
 from storage.models import Ticket
 from storage.paging import decode_cursor, page_of
 
 
 def get(key: str, *, for_update: bool = False) -> Ticket | None:
-    query = Ticket.select().where(Ticket.key == key)
-    if for_update and is_postgres():
-        query = query.for_update()
-    return query.first()
+    """The ticket, locked for the rest of the transaction on PostgreSQL when `for_update`."""
+    return statements.select_one(Ticket, {"key": key}, for_update=for_update)
 
 
 def exists(key: str) -> bool:
@@ -39,10 +37,10 @@ def compare_and_swap(ticket: Ticket, *, expected_stage: str, expected_version: i
     from a fresh read. On success the in-memory `ticket` carries the new version.
     """
     new_version = expected_version + 1
-    updated = (
-        Ticket.update(version=new_version, **{Ticket._meta.fields[k].name: v for k, v in changes.items()})
-        .where((Ticket.key == ticket.key) & (Ticket.stage == expected_stage) & (Ticket.version == expected_version))
-        .execute()
+    updated = statements.update(
+        Ticket,
+        {**changes, "version": new_version},
+        {"key": ticket.key, "stage": expected_stage, "version": expected_version},
     )
     if updated != 1:
         return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from storage import statements
 from storage.models import TimelineEntry
 from storage.paging import decode_cursor, page_of
 
@@ -12,7 +13,9 @@ from storage.paging import decode_cursor, page_of
 def append(
     ticket_key: str, *, kind: str, summary: str, at: datetime, data: dict[str, Any] | None = None
 ) -> TimelineEntry:
-    return TimelineEntry.create(ticket=ticket_key, kind=kind, summary=summary, at=at, data=data)
+    return statements.insert(
+        TimelineEntry, {"ticket": ticket_key, "at": at, "kind": kind, "summary": summary, "data": data}
+    )
 
 
 def newest(ticket_key: str, count: int) -> list[TimelineEntry]:

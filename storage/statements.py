@@ -1,0 +1,97 @@
+"""The hot statements, composed once.
+
+peewee composes a query's SQL text every time it runs: about 0.2 ms for a one-row select, forty times what
+SQLite takes to execute it. The statements every notify, event and move runs go through here instead: the
+SQL for a model and a set of columns is composed once per database and then executed with fresh
+parameters. Values still pass through each field's `db_value`/`python_value`, so they mean exactly what the
+models say; the rest of `storage/` keeps using peewee's query builder, where a few microseconds do not count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from peewee import Model, PostgresqlDatabase
+
+from storage.db import db
+
+M = TypeVar("M", bound=Model)
+
+_sql: dict[tuple, str] = {}
+
+
+def _is_postgres() -> bool:
+    return isinstance(db.obj, PostgresqlDatabase)
+
+
+def _compose(key: tuple, build) -> str:
+    key = (*key, type(db.obj), db.obj.param)
+    sql = _sql.get(key)
+    if sql is None:
+        sql = _sql[key] = build(db.obj.param)
+    return sql
+
+
+def _column(model: type[Model], name: str) -> str:
+    return f'"{model._meta.fields[name].column_name}"'
+
+
+def _convert(model: type[Model], values: Mapping[str, Any]) -> list[Any]:
+    fields = model._meta.fields
+    return [fields[name].db_value(value) for name, value in values.items()]
+
+
+def insert(model: type[M], values: Mapping[str, Any]) -> M:
+    """Insert one row (values by field name); return it as a model instance, with its auto id set."""
+    names = tuple(values)
+    auto = model._meta.primary_key if model._meta.auto_increment else None
+    returning = _is_postgres() and auto is not None
+
+    def build(param: str) -> str:
+        columns = ", ".join(_column(model, n) for n in names)
+        marks = ", ".join(param for _ in names)
+        sql = f'INSERT INTO "{model._meta.table_name}" ({columns}) VALUES ({marks})'
+        return sql + f' RETURNING "{auto.column_name}"' if returning else sql
+
+    cursor = db.execute_sql(_compose(("insert", model, names, returning), build), _convert(model, values))
+    row = model(**values)
+    if auto is not None:
+        setattr(row, auto.name, cursor.fetchone()[0] if returning else cursor.lastrowid)
+    return row
+
+
+def update(model: type[Model], values: Mapping[str, Any], where: Mapping[str, Any]) -> int:
+    """`UPDATE ... SET values WHERE every where-field equals its value`; return the rows touched."""
+    names, keys = tuple(values), tuple(where)
+
+    def build(param: str) -> str:
+        sets = ", ".join(f"{_column(model, n)} = {param}" for n in names)
+        conditions = " AND ".join(f"{_column(model, k)} = {param}" for k in keys)
+        return f'UPDATE "{model._meta.table_name}" SET {sets} WHERE {conditions}'
+
+    params = _convert(model, values) + _convert(model, where)
+    return db.execute_sql(_compose(("update", model, names, keys), build), params).rowcount
+
+
+def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = False) -> M | None:
+    """The one row whose where-fields equal their values (by a unique key), or None."""
+    keys = tuple(where)
+    lock = for_update and _is_postgres()
+
+    def build(param: str) -> str:
+        columns = ", ".join(f'"{f.column_name}"' for f in model._meta.sorted_fields)
+        conditions = " AND ".join(f"{_column(model, k)} = {param}" for k in keys)
+        sql = f'SELECT {columns} FROM "{model._meta.table_name}" WHERE {conditions} LIMIT 1'
+        return sql + " FOR UPDATE" if lock else sql
+
+    row = db.execute_sql(_compose(("select", model, keys, lock), build), _convert(model, where)).fetchone()
+    return None if row is None else _instance(model, row)
+
+
+def _instance(model: type[M], row: tuple) -> M:
+    fields = model._meta.sorted_fields
+    data = {f.name: (f.python_value(v) if v is not None else None) for f, v in zip(fields, row, strict=True)}
+    instance = model(__no_default__=True)
+    instance.__data__ = data
+    return instance
