@@ -40,6 +40,8 @@ class StageChange:
     actor: str
     at: datetime
     event: str
+    # The one timeline entry the change wrote (None for a creation announced without one).
+    entry: TimelineEntry | None = None
 
 
 StageListener = Callable[[StageChange], None]
@@ -337,10 +339,10 @@ def apply_stage_change(
     if reason:
         entry_data["reason"] = reason
     entry_data.update(data or {})
-    timeline.append(row.key, kind=kind, summary=text, at=now, data=entry_data)
+    entry = timeline.append(row.key, kind=kind, summary=text, at=now, data=entry_data)
     if row.stage in FINAL_STAGES and before_stage not in FINAL_STAGES:
         _queue_release_and_close(row, config=config, now=now, event=event)
-    return StageChange(row, before_stage, row.stage, before_waiting, row.waiting_on, actor, now, event)
+    return StageChange(row, before_stage, row.stage, before_waiting, row.waiting_on, actor, now, event, entry)
 
 
 def _queue_release_and_close(row: Ticket, *, config: Config, now: datetime, event: str) -> None:

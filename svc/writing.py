@@ -137,7 +137,7 @@ class WritingAgent:
 
         if move.event is None:  # AUTOMATION_DISABLED: the receipt and the run, nothing moves
             data.update({"from": None if created else row.stage, "to": row.stage, "actor": actor})
-            timeline.append(
+            receipt = timeline.append(
                 row.key,
                 kind=RECEIPT_KIND,
                 summary=f"{status} from {actor}: the scheduled writing job did nothing (automation off); nothing moved",
@@ -163,12 +163,12 @@ class WritingAgent:
                 data=data,
                 extra_changes=extra_changes,
             )
+            receipt = change.entry
             if created:
                 change = dataclasses.replace(change, from_stage=None, from_waiting_on=None)
             if created or (change.to_stage, change.to_waiting_on) != (before_stage, before_waiting):
                 self.board.announce(change)
 
-        receipt = timeline.newest(row.key, 1)[0]
         return Report(self._shown(row), receipt, run, chat_queued)
 
     def article_link(self, items: list[dict[str, Any]]) -> tuple[str | None, str]:
