@@ -55,17 +55,12 @@ def page(
 
 def fixer_dispatches_since(subject_id: str, since: datetime) -> int:
     """How often the router would have dispatched a fixer for `subject_id` since `since`."""
-    return (
-        RouterDecision.select(fn.COUNT(RouterDecision.id))
-        .where(
-            (RouterDecision.subject_id == subject_id)
-            & (RouterDecision.role == "fixer")
-            & (RouterDecision.outcome == "would_dispatch")
-            & (RouterDecision.evaluated_at >= since)
-        )
-        .scalar()
-        or 0
+    sql = (
+        f'SELECT COUNT(*) FROM "{RouterDecision._meta.table_name}" WHERE "subject_id" = ? AND "role" = ? '
+        'AND "outcome" = ? AND "evaluated_at" >= ?'
     )
+    params = [subject_id, "fixer", "would_dispatch", RouterDecision.evaluated_at.db_value(since)]
+    return statements.scalar(("fixer_dispatches_since",), sql, params) or 0
 
 
 def fixer_dispatch_times_since(since: datetime) -> dict[str, list[datetime]]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from storage import statements
 from storage.models import Initiative
 from storage.paging import decode_cursor, page_of
 
 
 def get(initiative_id: str) -> Initiative | None:
-    return Initiative.get_or_none(Initiative.id == initiative_id)
+    return statements.select_one(Initiative, {"id": initiative_id})
 
 
 def exists(initiative_id: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from storage import statements
 from storage.db import is_postgres
 from storage.models import Slot, SlotClaim, Ticket
 
@@ -99,7 +100,14 @@ def idle_since(cutoff: datetime, *, limit: int) -> list[Slot]:
 
 
 def count_claimed_in_stages(stages: list[str], *, excluding_ticket: str | None = None) -> int:
-    query = SlotClaim.select().join(Ticket).where(Ticket.stage.in_(stages))
+    """Claims held by tickets in `stages` (other than `excluding_ticket`): the router's fleet gate, per event."""
+    marks = ", ".join("?" for _ in stages)
+    sql = (
+        f'SELECT COUNT(*) FROM "{SlotClaim._meta.table_name}" AS c JOIN "{Ticket._meta.table_name}" AS t '
+        f'ON t."key" = c."ticket_key" WHERE t."stage" IN ({marks})'
+    )
+    params = list(stages)
     if excluding_ticket is not None:
-        query = query.where(SlotClaim.ticket != excluding_ticket)
-    return query.count()
+        sql += ' AND c."ticket_key" <> ?'
+        params.append(excluding_ticket)
+    return statements.scalar(("claimed_in_stages", len(stages), excluding_ticket is not None), sql, params) or 0

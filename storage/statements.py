@@ -89,6 +89,15 @@ def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = F
     return None if row is None else _instance(model, row)
 
 
+def scalar(key: tuple, sql: str, params: list[Any]) -> Any:
+    """The first column of the first row of a hand-written query (`?` marks the parameters), or None.
+
+    `key` names the statement for the cache; `params` must already be database values (`field.db_value`).
+    """
+    row = db.execute_sql(_compose(("scalar", *key), lambda param: sql.replace("?", param)), params).fetchone()
+    return None if row is None else row[0]
+
+
 def _instance(model: type[M], row: tuple) -> M:
     fields = model._meta.sorted_fields
     data = {f.name: (f.python_value(v) if v is not None else None) for f, v in zip(fields, row, strict=True)}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from storage import statements
 from storage.models import Wallet
 
 WALLET_ID = 1
 
 
 def get() -> Wallet:
-    return Wallet.get_by_id(WALLET_ID)
+    return statements.select_one(Wallet, {"id": WALLET_ID})
 
 
 def put(*, budget: float, spent: float, locked: bool, at: datetime) -> None:

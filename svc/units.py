@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from peewee import IntegrityError, OperationalError
 
-from storage.db import transaction
+from storage.db import transaction, write
 from svc.errors import Conflict
 
 T = TypeVar("T")
@@ -27,9 +27,16 @@ class StaleRead(Exception):
 def run(work: Callable[[], T], *, what: str = "the request") -> T:
     """Run `work()` in a transaction; start over (up to `ATTEMPTS` times) when it raises `StaleRead`.
 
+    The answer comes back once it is committed; on SQLite, alongside other threads' units in one commit
+    (`storage.db.write`), each attempt in its own savepoint.
+
     `IntegrityError` and PostgreSQL serialization/deadlock failures are raced inserts or updates and are
     retried the same way; when a later attempt sees the other writer's row, `work` decides what that means.
     """
+    return write(lambda: _attempts(work, what))
+
+
+def _attempts(work: Callable[[], T], what: str) -> T:
     last: Exception | None = None
     for _ in range(ATTEMPTS):
         try:
