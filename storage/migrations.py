@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from storage import models
+from storage import models, tickets
 from storage.db import connection, db, is_postgres
 
 # pg_advisory_xact_lock key: any constant that no other application on the database uses.
@@ -24,8 +24,14 @@ def _initial_schema() -> None:
     models.Wallet.insert(id=1, budget=0.0, spent=0.0, locked=False, updated_at=now).on_conflict_ignore().execute()
 
 
+def _stage_counts() -> None:
+    models.StageCount.create_table(safe=True)
+    tickets.recount()
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "initial schema", _initial_schema),
+    (2, "stage counts kept with every stage change", _stage_counts),
 ]
 
 

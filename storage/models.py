@@ -100,6 +100,14 @@ class Ticket(BaseModel):
         )
 
 
+class StageCount(BaseModel):
+    """How many tickets each stage holds, kept in the transaction of every ticket insert and stage change, so
+    the snapshot's counts cost the same on a board of a thousand tickets as on one of a million."""
+
+    stage = CharField(primary_key=True, max_length=16)
+    tickets = IntegerField(default=0)
+
+
 class TimelineEntry(BaseModel):
     id = BigAutoField()
     ticket = ForeignKeyField(Ticket, column_name="ticket_key", backref="timeline", on_delete="CASCADE")
@@ -256,6 +264,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     SchemaVersion,
     Initiative,
     Ticket,
+    StageCount,
     TimelineEntry,
     AgentRun,
     Setting,

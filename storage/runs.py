@@ -46,4 +46,5 @@ def page(*, agent_id: str | None, limit: int, cursor: str | None = None) -> tupl
 
 
 def latest(agent_id: str, count: int = 1) -> list[AgentRun]:
-    return list(AgentRun.select().where(AgentRun.agent_id == agent_id).order_by(AgentRun.id.desc()).limit(count))
+    """The agent's newest `count` runs, newest first (the agents strip asks for every agent on every view)."""
+    return statements.rows(AgentRun, ("latest",), 'WHERE "agent_id" = ? ORDER BY "id" DESC LIMIT ?', [agent_id, count])

@@ -89,6 +89,18 @@ def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = F
     return None if row is None else _instance(model, row)
 
 
+def rows(model: type[M], key: tuple, tail: str, params: list[Any]) -> list[M]:
+    """Rows of `model` for a hand-written `WHERE ... ORDER BY ... LIMIT ...` tail (`?` marks the parameters,
+    which must already be database values); `key` names the statement for the cache."""
+
+    def build(param: str) -> str:
+        columns = ", ".join(f'"{f.column_name}"' for f in model._meta.sorted_fields)
+        return f'SELECT {columns} FROM "{model._meta.table_name}" {tail.replace("?", param)}'
+
+    cursor = db.execute_sql(_compose(("rows", model, *key), build), params)
+    return [_instance(model, row) for row in cursor.fetchall()]
+
+
 def scalar(key: tuple, sql: str, params: list[Any]) -> Any:
     """The first column of the first row of a hand-written query (`?` marks the parameters), or None.
 
@@ -96,6 +108,11 @@ def scalar(key: tuple, sql: str, params: list[Any]) -> Any:
     """
     row = db.execute_sql(_compose(("scalar", *key), lambda param: sql.replace("?", param)), params).fetchone()
     return None if row is None else row[0]
+
+
+def execute(key: tuple, sql: str, params: list[Any]) -> int:
+    """Run a hand-written statement (`?` marks the parameters); return the rows it touched."""
+    return db.execute_sql(_compose(("execute", *key), lambda param: sql.replace("?", param)), params).rowcount
 
 
 def _instance(model: type[M], row: tuple) -> M:

@@ -8,7 +8,7 @@ from typing import Any
 from peewee import fn
 
 from storage import statements
-from storage.models import Ticket
+from storage.models import StageCount, Ticket
 from storage.paging import decode_cursor, page_of
 
 
@@ -22,12 +22,35 @@ def exists(key: str) -> bool:
 
 
 def insert(**fields: Any) -> Ticket:
-    return Ticket.create(**fields)
+    """A new ticket (a raced twin with the same key fails with IntegrityError); its stage is counted."""
+    row = statements.insert(Ticket, fields)
+    _count(fields["stage"], +1)
+    return row
 
 
-def insert_if_missing(**fields: Any) -> None:
-    """Create the ticket unless one with its key exists (two first uses at once both succeed)."""
-    Ticket.insert(**fields).on_conflict_ignore().execute()
+def _count(stage: str, delta: int) -> None:
+    table = StageCount._meta.table_name
+    statements.execute(
+        ("stage_count",),
+        f'INSERT INTO "{table}" ("stage", "tickets") VALUES (?, ?) '
+        f'ON CONFLICT ("stage") DO UPDATE SET "tickets" = "{table}"."tickets" + excluded."tickets"',
+        [stage, delta],
+    )
+
+
+def _move_count(source: str, target: str) -> None:
+    # Always in the same order, so two transactions moving tickets between the same stages cannot deadlock.
+    for stage, delta in sorted([(source, -1), (target, +1)]):
+        _count(stage, delta)
+
+
+def recount() -> None:
+    """Rebuild the stage counts from the tickets (a migration, or a database filled behind the service's back)."""
+    counts = Ticket.select(Ticket.stage, fn.COUNT(Ticket.key)).group_by(Ticket.stage).tuples()
+    StageCount.delete().execute()
+    rows = [{"stage": stage, "tickets": n} for stage, n in counts]
+    if rows:
+        StageCount.insert_many(rows).execute()
 
 
 def compare_and_swap(ticket: Ticket, *, expected_stage: str, expected_version: int, changes: dict[str, Any]) -> bool:
@@ -44,6 +67,8 @@ def compare_and_swap(ticket: Ticket, *, expected_stage: str, expected_version: i
     )
     if updated != 1:
         return False
+    if changes.get("stage", expected_stage) != expected_stage:
+        _move_count(expected_stage, changes["stage"])
     for name, value in changes.items():
         setattr(ticket, name, value)
     ticket.version = new_version
@@ -77,23 +102,23 @@ def page(
 
 
 def needs_you_oldest_first(*, limit: int, exclude_keys: tuple[str, ...] = ()) -> list[Ticket]:
-    """The Needs-you list as a person reads it: the ticket waiting longest first."""
-    query = Ticket.select().where(Ticket.needs_you == True)  # noqa: E712 (peewee expression)
-    if exclude_keys:
-        query = query.where(Ticket.key.not_in(list(exclude_keys)))
-    return list(query.order_by(Ticket.stage_changed_at, Ticket.key).limit(limit))
+    """The Needs-you list as a person reads it: the ticket waiting longest first (an index range, any size)."""
+    tail = f'WHERE "needs_you" = ? {_not_in(exclude_keys)} ORDER BY "stage_changed_at", "key" LIMIT ?'
+    return statements.rows(Ticket, ("needs_you", len(exclude_keys)), tail, [True, *exclude_keys, limit])
 
 
 def count_needs_you(*, exclude_keys: tuple[str, ...] = ()) -> int:
-    query = Ticket.select().where(Ticket.needs_you == True)  # noqa: E712
-    if exclude_keys:
-        query = query.where(Ticket.key.not_in(list(exclude_keys)))
-    return query.count()
+    sql = f'SELECT COUNT(*) FROM "{Ticket._meta.table_name}" WHERE "needs_you" = ? {_not_in(exclude_keys)}'
+    return statements.scalar(("count_needs_you", len(exclude_keys)), sql, [True, *exclude_keys]) or 0
+
+
+def _not_in(keys: tuple[str, ...]) -> str:
+    return f'AND "key" NOT IN ({", ".join("?" for _ in keys)})' if keys else ""
 
 
 def counts_by_stage() -> dict[str, int]:
-    rows = Ticket.select(Ticket.stage, fn.COUNT(Ticket.key).alias("n")).group_by(Ticket.stage).tuples()
-    return dict(rows)
+    """Tickets per stage (stages with none may be absent), from the maintained counts: no scan of the tickets."""
+    return {stage: n for stage, n in StageCount.select(StageCount.stage, StageCount.tickets).tuples() if n}
 
 
 def stuck(*, changed_before: datetime, live_stages: tuple[str, ...], limit: int) -> list[Ticket]:
@@ -111,14 +136,17 @@ def stuck(*, changed_before: datetime, live_stages: tuple[str, ...], limit: int)
 
 
 def count_stuck(*, changed_before: datetime, live_stages: tuple[str, ...]) -> int:
-    return (
-        Ticket.select()
-        .where(
-            (Ticket.stage == "blocked")
-            | ((Ticket.stage.in_(list(live_stages))) & (Ticket.stage_changed_at < changed_before))
-        )
-        .count()
+    """Blocked tickets (from the maintained counts) plus the other live ones unmoved since `changed_before`
+    (one index range per stage: the cost follows how many are stuck, not how many tickets there are)."""
+    others = [stage for stage in live_stages if stage != "blocked"]
+    sql = (
+        f'SELECT COUNT(*) FROM "{Ticket._meta.table_name}" '
+        f'WHERE "stage" IN ({", ".join("?" for _ in others)}) AND "stage_changed_at" < ?'
     )
+    unmoved = statements.scalar(
+        ("count_stuck", len(others)), sql, [*others, Ticket.stage_changed_at.db_value(changed_before)]
+    )
+    return counts_by_stage().get("blocked", 0) + (unmoved or 0)
 
 
 def in_stage_since(stage: str, since: datetime, *, limit: int) -> list[Ticket]:

@@ -1,0 +1,309 @@
+"""`make bench`: each benchmark measures the service and its physical limit in the same run, on the same
+server settings, and prints the figures with their ratio. Raw figures go to bench/out/<date>.json.
+
+    python bench/run.py [http|growth|replay|memory ...] [--seconds N] [--database URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness
+import seed
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CI = {"X-Svc-CI-Secret": harness.CI_SECRET}
+BASIC = {"Authorization": "Basic " + base64.b64encode(":".join(harness.BASIC).encode()).decode()}
+NOTIFY = json.dumps(
+    {"status": "BACKFILL_READY", "missing": 2, "items": [{"date": "2026-11-19"}, {"date": "2026-11-20"}]}
+)
+EVENT = json.dumps(
+    {
+        "schema": "svc.normalized-event/v0",
+        "id": "bench-{{n}}",
+        "occurred_at": "2026-11-20T10:00:00Z",
+        "source": "ci",
+        "transition": {"kind": "pipeline_failed", "from": "running", "to": "failure"},
+        "subject": {"type": "ticket", "id": "PORT-1"},
+        "actor": {"kind": "system", "id": "gitlab:gitlab-ci", "roles": []},
+        "forge": {"pr_number": 7, "branch": "port-1", "pipeline_id": 8201, "pipeline_status": "failure"},
+        "dispatch_hints": {"eligible_for_worker": True, "blocked_reason": None, "suggested_role": "fixer"},
+    }
+)
+
+
+def database_url(data: Path, override: str | None) -> str:
+    return override or f"sqlite:///{data / 'svc.sqlite3'}"
+
+
+def verdict(ratio: float, target: float, *, at_least: bool = True) -> str:
+    met = ratio >= target if at_least else ratio <= target
+    return f"target {'>=' if at_least else '<='} {target}: {'met' if met else 'MISSED'}"
+
+
+def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
+    print("\n== HTTP limit: the service against a bare Falcon app, waitress with", harness.THREADS, "threads each")
+    print(
+        f"   load: {harness.load_tool()}, 16 connections, {seconds:.0f} s per figure; durable commits (SQLite "
+        "synchronous=FULL)"
+        if not db_override
+        else f"   load: {harness.load_tool()}; database {db_override}"
+    )
+    bare_runs = []
+    bare, bare_base = harness.start_bare(work)
+    try:
+        bare_runs.append(harness.run_load(bare_base, "POST", "/bare", body=NOTIFY, seconds=seconds))
+        bare_get = harness.run_load(bare_base, "GET", "/bare", seconds=seconds)
+    finally:
+        bare.stop()
+    data = work / "http"
+    data.mkdir()
+    url = database_url(data, db_override)
+    seed.open_db(url)
+    seed.tickets(10_000)
+    seed.runs(50)
+    service, base = harness.start_service(data, url)
+    try:
+        notify = harness.run_load(
+            base, "POST", "/api/v1/agents/writing/notify", body=NOTIFY, headers=CI, seconds=seconds
+        )
+        events = harness.run_load(base, "POST", "/api/v1/events", body=EVENT, headers=CI, seconds=seconds)
+        snapshot = harness.run_load(base, "GET", "/api/v1/ops/snapshot", headers=BASIC, seconds=seconds)
+    finally:
+        service.stop()
+    bare, bare_base = harness.start_bare(work)  # once more after, so a drift in the machine shows
+    try:
+        bare_runs.append(harness.run_load(bare_base, "POST", "/bare", body=NOTIFY, seconds=seconds))
+    finally:
+        bare.stop()
+    bare_post_rps = sum(r.rps for r in bare_runs) / len(bare_runs)
+    print(f"   bare POST      {bare_runs[0].line()}   (after: {bare_runs[1].rps:.0f} req/s)")
+    print(f"   bare GET       {bare_get.line()}")
+    rows = {
+        "notify": (notify, bare_post_rps, 0.5),
+        "events": (events, bare_post_rps, 0.5),
+        "snapshot (10,000 tickets)": (snapshot, bare_get.rps, 0.3),
+    }
+    out = {"bare_post": [harness.as_dict(r) for r in bare_runs], "bare_get": harness.as_dict(bare_get)}
+    for name, (load, limit, target) in rows.items():
+        ratio = load.rps / limit
+        print(f"   {name:<26} {load.line()}   ratio {ratio:.2f} of bare ({verdict(ratio, target)})")
+        out[name] = {**harness.as_dict(load), "ratio": ratio, "target": target}
+    return out
+
+
+def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
+    print("\n== Growth: the cost of one request as the board grows (p50 of 200 sequential requests)")
+    results = {}
+    for size in sizes:
+        data = work / f"growth-{size}"
+        data.mkdir()
+        url = database_url(data, db_override)
+        if db_override:
+            _reset_postgres(db_override)
+        started = time.monotonic()
+        seed.open_db(url)
+        seed.tickets(size)
+        seed.decisions(size * 10, size)
+        seed.runs(50)
+        print(f"   {size:>7} tickets, {size * 10:>8} decisions seeded in {time.monotonic() - started:.0f} s")
+        service, base = harness.start_service(data, url)
+        session = requests.Session()
+        session.headers.update(BASIC)
+        try:
+            first = session.get(base + "/api/v1/router/decisions?limit=50", timeout=60).json()
+            deep = first["next"]
+            for _ in range(20):  # twenty pages in: a page must cost the same however far it is
+                deep = session.get(base + f"/api/v1/router/decisions?limit=50&cursor={deep}", timeout=60).json()["next"]
+            results[size] = {
+                "snapshot": harness.sequential_latency(session, base + "/api/v1/ops/snapshot"),
+                "needs_you": harness.sequential_latency(session, base + "/api/v1/tickets?needs_you=true&limit=50"),
+                "decisions page": harness.sequential_latency(session, base + "/api/v1/router/decisions?limit=50"),
+                "decisions page 21": harness.sequential_latency(
+                    session, base + f"/api/v1/router/decisions?limit=50&cursor={deep}"
+                ),
+                "tickets page": harness.sequential_latency(session, base + "/api/v1/tickets?limit=50"),
+            }
+        finally:
+            service.stop()
+    names = list(results[sizes[0]])
+    print("   " + f"{'':<20}" + "".join(f"{s:>12,}" for s in sizes) + "   ratio largest/smallest")
+    for name in names:
+        values = [results[s][name]["p50_ms"] for s in sizes]
+        ratio = values[-1] / values[0]
+        target = 3.0 if name == "snapshot" else 1.5
+        print(
+            "   "
+            + f"{name:<20}"
+            + "".join(f"{v:>9.2f} ms" for v in values)
+            + f"   {ratio:5.2f}  ({verdict(ratio, target, at_least=False)})"
+        )
+        results.setdefault("ratios", {})[name] = {"ratio": ratio, "target": target}
+    return {str(k): v for k, v in results.items()}
+
+
+def _reset_postgres(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        if tables:
+            conn.execute("DROP TABLE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE")
+
+
+def replay(work: Path, lines: int) -> dict:
+    print(f"\n== Replay: `svc replay` on {lines:,} envelopes against a floor that only parses and validates them")
+    history = work / "history.jsonl"
+    small = work / "history-small.jsonl"
+    _write_history(history, lines)
+    _write_history(small, lines // 4)
+    snapshot = REPO / "examples" / "replay" / "snapshot.json"
+    svc = str(Path(sys.executable).with_name("svc"))
+    floor = _measure([sys.executable, str(HERE / "replay_floor.py"), str(history)])
+    full = _measure([svc, "replay", str(history), "--snapshot", str(snapshot)])
+    quarter = _measure([svc, "replay", str(small), "--snapshot", str(snapshot)])
+    ratio = floor["seconds"] / full["seconds"]
+    memory = full["max_rss_kib"] / quarter["max_rss_kib"]
+    print(f"   floor (parse + compiled validation) {floor['seconds']:7.2f} s   {lines / floor['seconds']:9.0f} lines/s")
+    print(
+        f"   svc replay                          {full['seconds']:7.2f} s   {lines / full['seconds']:9.0f} lines/s"
+        f"   ratio {ratio:.2f} of the floor ({verdict(ratio, 0.5)})"
+    )
+    print(
+        f"   memory: max RSS {quarter['max_rss_kib'] / 1024:.1f} MiB at {lines // 4:,} lines, "
+        f"{full['max_rss_kib'] / 1024:.1f} MiB at {lines:,} lines: x{memory:.2f} "
+        f"({'flat' if memory < 1.2 else 'GROWS'})"
+    )
+    return {"floor": floor, "replay": full, "replay_quarter": quarter, "ratio": ratio, "memory_ratio": memory}
+
+
+def _write_history(path: Path, lines: int) -> None:
+    examples = sorted((REPO / "examples" / "envelopes" / "valid").glob("*.json"))
+    envelopes = [json.loads(p.read_text()) for p in examples]
+    with path.open("w") as out:
+        for n in range(lines):
+            envelope = dict(envelopes[n % len(envelopes)])
+            envelope["id"] = f"replay-{n}"
+            out.write(json.dumps(envelope, separators=(",", ":")) + "\n")
+
+
+def _measure(args: list[str]) -> dict:
+    """Wall time and peak resident memory of one command, measured by a fresh parent of its own."""
+    probe = (
+        "import resource, subprocess, sys, time; s = time.perf_counter(); "
+        "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+        "print(time.perf_counter() - s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True).stdout
+    seconds, rss, code = out.split()
+    if code != "0":
+        raise RuntimeError(f"{args} exited with {code}")
+    return {"seconds": float(seconds), "max_rss_kib": int(rss)}
+
+
+def memory(work: Path, db_override: str | None) -> dict:
+    print("\n== Memory: the API's resident memory after 1,000 and after 101,000 requests (notify, events, reads)")
+    data = work / "memory"
+    data.mkdir()
+    url = database_url(data, db_override)
+    if db_override:
+        _reset_postgres(db_override)
+    seed.open_db(url)
+    seed.tickets(1_000)
+    service, base = harness.start_service(data, url)
+    try:
+        mix = [
+            ("POST", "/api/v1/agents/writing/notify", NOTIFY, CI),
+            ("POST", "/api/v1/events", EVENT, CI),
+            ("GET", "/api/v1/tickets?limit=50", None, BASIC),
+            ("GET", "/api/v1/ops/snapshot", None, BASIC),
+        ]
+        for method, path, body, headers in mix:  # 1,000 requests: 250 of each
+            harness.run_load(base, method, path, body=body, headers=headers, seconds=60, per_thread_limit=63)
+        after_1k = service.rss_kib()
+        sent = 0
+        for method, path, body, headers in mix:  # 25,000 of each
+            sent += harness.run_load(
+                base, method, path, body=body, headers=headers, seconds=300, per_thread_limit=12_500
+            ).requests
+        after_100k = service.rss_kib()
+    finally:
+        service.stop()
+    ratio = after_100k / after_1k
+    print(
+        f"   after 1,000 requests: {after_1k / 1024:.1f} MiB; after {sent + 1000:,}: {after_100k / 1024:.1f} MiB; "
+        f"x{ratio:.2f} ({verdict(ratio, 1.2, at_least=False)})"
+    )
+    return {"after_1k_kib": after_1k, "after_100k_kib": after_100k, "requests": sent + 1000, "ratio": ratio}
+
+
+def machine() -> dict:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_tool": harness.load_tool(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("which", nargs="*", default=["http", "growth", "replay", "memory"])
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per throughput figure")
+    parser.add_argument("--sizes", default="1000,10000,100000", help="board sizes for the growth benchmark")
+    parser.add_argument("--replay-lines", type=int, default=200_000)
+    parser.add_argument("--database", help="a postgresql:// URL (its tables are dropped!) instead of SQLite")
+    args = parser.parse_args()
+    info = machine()
+    print(
+        f"svc benchmarks — {info['date']} — {info['cpu']}, {info['cores']} cores, Python {info['python']}, "
+        f"load by {info['load_tool']}"
+    )
+    results: dict = {"machine": info}
+    with tempfile.TemporaryDirectory(prefix="svc-bench-") as tmp:
+        work = Path(tmp)
+        if "http" in args.which:
+            if args.database:
+                _reset_postgres(args.database)
+            results["http"] = http_limit(work, args.seconds, args.database)
+        if "growth" in args.which:
+            results["growth"] = growth(work, [int(s) for s in args.sizes.split(",")], args.database)
+        if "replay" in args.which:
+            results["replay"] = replay(work, args.replay_lines)
+        if "memory" in args.which:
+            results["memory"] = memory(work, args.database)
+    out = HERE / "out"
+    out.mkdir(exist_ok=True)
+    path = out / f"{info['date'].replace(':', '')}.json"
+    path.write_text(json.dumps(results, indent=2))
+    print(f"\nraw figures: {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
