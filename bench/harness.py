@@ -77,7 +77,6 @@ def service_env(data_dir: Path, port: int, database_url: str | None = None, **ex
         SVC_THREADS=str(THREADS),
         SVC_CI_WEBHOOK_SECRET=CI_SECRET,
         SVC_BASIC_AUTH=":".join(BASIC),
-        SVC_LOG_LEVEL="WARNING",
         **extra,
     )
     if database_url:
@@ -85,10 +84,11 @@ def service_env(data_dir: Path, port: int, database_url: str | None = None, **ex
     return env
 
 
-def start_service(data_dir: Path, database_url: str | None = None) -> tuple[Process, str]:
+def start_service(data_dir: Path, database_url: str | None = None, **extra: str) -> tuple[Process, str]:
+    """`svc serve` with its default settings (INFO logs, to a file) on the given data."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = service_env(data_dir, port, database_url)
+    env = service_env(data_dir, port, database_url, **extra)
     return Process([str(BIN / "svc"), "serve"], env, base + "/healthz", data_dir / "serve.log"), base
 
 

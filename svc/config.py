@@ -57,6 +57,7 @@ class Config:
     stuck_after_hours: float = 48.0
     retry_budget_per_day: int = 2
     poller_window_minutes: int = 30
+    snapshot_max_age: float = 2.0
     log_level: str = "INFO"
     # "jobs": `svc jobs` starts the ops agents on their UTC schedules; "external": a CI cron calls `svc ops ...`.
     ops_scheduler: str = "jobs"
@@ -132,6 +133,7 @@ class Config:
             stuck_after_hours=env.number("SVC_STUCK_AFTER_HOURS", 48.0, low=0.1, high=24 * 365),
             retry_budget_per_day=env.integer("SVC_RETRY_BUDGET", 2, low=0, high=1000),
             poller_window_minutes=env.integer("SVC_POLLER_WINDOW_MINUTES", 30, low=1, high=7 * 24 * 60),
+            snapshot_max_age=env.number("SVC_SNAPSHOT_MAX_AGE", 2.0, low=0, high=300),
             log_level=env.choice("SVC_LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR"}),
             ops_scheduler=env.choice("SVC_OPS_SCHEDULER", "JOBS", {"JOBS", "EXTERNAL"}).lower(),
             jobs_clock_offset=env.number("SVC_JOBS_CLOCK_OFFSET", 0.0, low=-10 * 366 * 86400, high=10 * 366 * 86400),

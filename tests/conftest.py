@@ -87,6 +87,8 @@ def config_factory(tmp_path: Path, database_url: str):
             database_url=database_url,
             ci_webhook_secret=CI_SECRET,
             basic_auth=BASIC,
+            # Tests read the snapshot right after changing the board on a clock that stands still.
+            snapshot_max_age=0,
         )
         values.update(overrides)
         return Config(**values)

@@ -7,6 +7,9 @@ happens inside the agent run the responder asked for.
 
 from __future__ import annotations
 
+import json
+import threading
+from datetime import datetime
 from typing import Any
 
 import falcon
@@ -17,7 +20,7 @@ from api.resources.agents import agent_row
 from jobs.ops import OpsAgents, Snapshot
 from jobs.runs import Trigger
 from jobs.steward import BayReport, SlotOutcome
-from svc.clock import iso
+from svc.clock import Clock, iso
 
 _ERRORS = {401: "problem.json", 422: "problem.json"}
 
@@ -121,11 +124,25 @@ class OpsSnapshot:
         ),
     }
 
-    def __init__(self, ops: OpsAgents):
+    def __init__(self, ops: OpsAgents, clock: Clock, max_age: float):
         self.ops = ops
+        self.clock = clock
+        self.max_age = max_age
+        self._rendered: tuple[datetime, bytes] | None = None
+        self._lock = threading.Lock()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = snapshot(self.ops.snapshot())
+        # Tools poll the snapshot; each API process renders it at most once per SVC_SNAPSHOT_MAX_AGE seconds
+        # (its generated_at says how old it is). One thread renders while the others wait for its result.
+        with self._lock:
+            now = self.clock()
+            rendered = self._rendered
+            if rendered is None or (now - rendered[0]).total_seconds() >= self.max_age:
+                rendered = (now, json.dumps(snapshot(self.ops.snapshot())).encode())
+                self._rendered = rendered if self.max_age > 0 else None
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = rendered[1]
+        resp.cache_control = [f"private, max-age={int(self.max_age)}"]
 
 
 def snapshot(s: Snapshot) -> dict[str, Any]:
@@ -159,5 +176,5 @@ def routes(services) -> list[tuple[str, object]]:
         ("/api/v1/ops/weekly-digest", WeeklyDigest(ops)),
         ("/api/v1/ops/slot-steward", SlotSteward(ops)),
         ("/api/v1/ops/idle-reclaim", IdleReclaim(ops)),
-        ("/api/v1/ops/snapshot", OpsSnapshot(ops)),
+        ("/api/v1/ops/snapshot", OpsSnapshot(ops, services.clock, services.config.snapshot_max_age)),
     ]

@@ -168,3 +168,31 @@ def test_the_snapshot_hides_the_writing_ticket_while_automation_is_off(api, boar
     snap = api.get("/api/v1/ops/snapshot").json
     assert snap["counts"]["needs_you"] == 0 and snap["needs_you"] == []
     assert snap["automation"] == {"enabled": False, "updated_at": "2026-11-20T10:00:00.000000Z", "updated_by": "admin"}
+
+
+def test_the_snapshot_is_rendered_once_per_max_age(app_factory, config_factory, clock):
+    from testclient import ApiClient
+
+    api = ApiClient(
+        app_factory(config_factory(snapshot_max_age=2.0)),
+        basic="admin:correct-horse-battery",
+        ci_secret="test-ci-secret-0123456789abcdef",
+    )
+    first = api.get("/api/v1/ops/snapshot")
+    assert first.headers["cache-control"] == "private, max-age=2"
+    api.post("/api/v1/initiatives", json={"id": "port", "name": "Port"})
+    api.post("/api/v1/tickets", json={"key": "PORT-1", "initiative_id": "port", "title": "t"})
+    clock.advance(seconds=1)
+    again = api.get("/api/v1/ops/snapshot").json
+    assert again == first.json  # the same rendering, generated_at included
+    clock.advance(seconds=1)
+    fresh = api.get("/api/v1/ops/snapshot").json
+    assert fresh["counts"]["by_stage"]["agreement"] == 1
+    assert fresh["generated_at"] > first.json["generated_at"]
+
+
+def test_with_max_age_zero_every_request_renders_the_snapshot(api):
+    api.post("/api/v1/initiatives", json={"id": "port", "name": "Port"})
+    assert api.get("/api/v1/ops/snapshot").json["counts"]["by_stage"]["agreement"] == 0
+    api.post("/api/v1/tickets", json={"key": "PORT-1", "initiative_id": "port", "title": "t"})
+    assert api.get("/api/v1/ops/snapshot").json["counts"]["by_stage"]["agreement"] == 1
