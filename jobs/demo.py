@@ -11,7 +11,8 @@ they cause is done by the real code, exactly as in production:
   the poller every five minutes over the last hours; the same process beats its heartbeat and drains the outbox
   (the board's own events to the router, slot releases through the slot steward, chat posts, tracker closes);
 - webhook payloads from `examples/payloads/` (GitHub, Linear) go through the real normalizers and the shadow
-  router; invalid envelopes from `examples/envelopes/invalid/` are recorded as rejected.
+  router; invalid envelopes from `examples/envelopes/invalid/` are recorded as rejected (the files the story
+  uses are copied into `jobs/demo_examples/`, so an installed `svc demo` has them).
 
 Only what would leave the machine is stood in for: chat posts are recorded, not sent (as with no
 `DISCORD_WEBHOOK_URL`); the tracker close is answered by `SimulatedLinear` (one closed, one issue Linear does
@@ -27,10 +28,10 @@ import itertools
 import json
 import sys
 import uuid
+from importlib import resources
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, TextIO
 
 from contracts import check as check_contract
@@ -53,7 +54,9 @@ from svc.board import Board
 from svc.config import Config
 from svc.writing import WritingAgent
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# Copies of the files of `examples/` the story uses, shipped in the package so an installed `svc demo` has them
+# (a test holds them byte for byte to the originals).
+EXAMPLES = resources.files("jobs") / "demo_examples"
 DEMO_SITE = "https://blog.example.com"
 # Who the router lets through in the demo: Ada (a person on the board), Ada in Linear, the coding agent on
 # GitHub, GitHub's and GitLab's CI, and the poller. Grace and the service's own CI user are left off.
@@ -429,7 +432,7 @@ class Story:
     # -- the forge, CI and the tracker -------------------------------------------------------------------
 
     def delivery(self, endpoint: str, example: str, headers: dict[str, str]) -> Callable[[], Any]:
-        raw = (EXAMPLES / "payloads" / example).read_bytes()
+        raw = EXAMPLES.joinpath("payloads", *example.split("/")).read_bytes()
         document = json.loads(raw)
         return lambda: self.router.receive_delivery(Delivery(endpoint, headers, raw, document))
 
@@ -443,7 +446,7 @@ class Story:
         self.hours_ago(hours, self.delivery("tracker", f"linear/{example}", {"linear-delivery": delivery_id}))
 
     def rejected(self, hours: float, example: str) -> None:
-        document = json.loads((EXAMPLES / "envelopes" / "invalid" / example).read_text())
+        document = json.loads(EXAMPLES.joinpath("envelopes", "invalid", example).read_text())
         self.hours_ago(hours, lambda: self.router.receive(document))
 
     def webhooks(self) -> None:

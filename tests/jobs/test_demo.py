@@ -133,3 +133,21 @@ def test_it_refuses_a_database_that_holds_tickets(demo):
     with pytest.raises(demo_story.AlreadyFilled, match="already holds 18 ticket"):
         demo_story.fill(demo.config, end=END + timedelta(days=1))
     assert demo.api.get("/api/v1/router/decisions?limit=500").json["decisions"] == before
+
+
+def test_the_examples_the_demo_ships_are_the_repositorys_examples():
+    from importlib import resources
+
+    from events_kit import EXAMPLES
+
+    shipped = resources.files("jobs") / "demo_examples"
+    copies = [
+        (folder, kind, entry.name)
+        for folder in ("payloads", "envelopes")
+        for kind in shipped.joinpath(folder).iterdir()
+        for entry in kind.iterdir()
+    ]
+    assert len(copies) == 11
+    for folder, kind, name in copies:
+        original = EXAMPLES / folder / kind.name / name
+        assert shipped.joinpath(folder, kind.name, name).read_bytes() == original.read_bytes(), original
