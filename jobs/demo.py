@@ -28,10 +28,10 @@ import itertools
 import json
 import sys
 import uuid
-from importlib import resources
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from importlib import resources
 from typing import Any, TextIO
 
 from contracts import check as check_contract
