@@ -169,6 +169,9 @@ def fill(config: Config, *, end: datetime, force: bool = False) -> Filled:
 
 
 class Story:
+    """The fortnight as a list of steps (who does what, when), played in time order on the story's clock; after
+    each step the jobs process beats, and drains the outbox as it would then and a few backoff steps later."""
+
     def __init__(self, config: Config, end: datetime):
         self.config = config
         self.end = end
@@ -190,7 +193,6 @@ class Story:
         self.jobs = JobsProcess(clock, self.ops.scheduled_jobs(), deliverer=deliverer, owner="demo")
         self.poller = JobsProcess(clock, {POLLER_AGENT_ID: Poller(self.router, config, clock)}, owner="demo-poller")
         self.steps: list[Step] = []
-        self.deliveries = 0
 
     # -- the walk ------------------------------------------------------------------------------------------
 
