@@ -17,6 +17,7 @@ from jobs.router.shadow import OUTCOMES, SOURCES
 from machines.stages import STAGES, WRITING_TICKET_KEY
 from storage import runs
 from svc import automation
+from svc.errors import NotFound
 
 HTML = "text/html"
 RECENT_RUNS = 20
@@ -88,7 +89,14 @@ class TicketPage:
         self.clock = clock
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
-        ticket, _ = self.board.ticket(key)
+        try:
+            ticket, _ = self.board.ticket(key)
+        except NotFound:
+            # A person following an old link reads a page, not a problem document; the router may still
+            # have judged events about that key (a tracker issue that never became a ticket).
+            page(resp, "no_ticket.html", now=self.clock(), key=key)
+            resp.status = falcon.HTTP_404
+            return
         entries, after = self.board.timeline(key, limit=50, cursor=req.get_param("cursor") or None)
         recent, more = self.router.decisions(
             limit=DECISIONS_ON_TICKET, cursor=None, outcome=None, source=None, subject_id=key, since=None
