@@ -207,6 +207,9 @@ def test_the_decisions_page_works_at_phone_width_with_the_keyboard(chromium, rou
     page.goto(server + "/decisions")
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the decisions page scrolls sideways at phone width ({width}px)"
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")  # the envelopes, opened
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"an opened envelope makes the page scroll sideways ({width}px)"
     for _ in range(30):
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.id") == "filter-subject":
