@@ -74,7 +74,7 @@ class TicketPage:
 
     operations = {
         "GET": _html(
-            "A ticket and its timeline",
+            "A ticket, its timeline and the router's latest decisions about it (an unknown key: a page saying so)",
             params=(
                 Param("key", {"type": "string"}, location="path", required=True),
                 Param("cursor", {"type": "string"}, "Older entries."),
