@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 TEST_POSTGRES_URL ?= postgresql://127.0.0.1:5432/test
 PYTEST_ARGS ?=
 
-.PHONY: install install-test run test test-sqlite test-postgres bench lint clean
+.PHONY: install install-test run test test-sqlite test-postgres bench lint clean screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test-sqlite:
 test-postgres:
 	@echo "== test suite on PostgreSQL"
 	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 $(BIN)/pytest $(PYTEST_ARGS)
+
+# The README's pictures of the web board: a fresh demo database, `svc serve` on a free port, headless Chromium.
+screenshot: install-test
+	$(BIN)/python scripts/screenshot.py --out docs
 
 lint: install-test
 	$(BIN)/ruff check .

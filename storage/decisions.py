@@ -53,6 +53,12 @@ def page(
     return page_of(rows, limit, lambda d: [d.id])
 
 
+def count_by_outcome() -> dict[str, int]:
+    """How many decisions of each outcome are recorded (a summary for people, e.g. after `svc demo`)."""
+    rows = RouterDecision.select(RouterDecision.outcome, fn.COUNT(RouterDecision.id)).group_by(RouterDecision.outcome)
+    return dict(rows.tuples())
+
+
 def fixer_dispatches_since(subject_id: str, since: datetime) -> int:
     """How often the router would have dispatched a fixer for `subject_id` since `since`."""
     sql = (

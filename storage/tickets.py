@@ -180,3 +180,10 @@ def tracking(issue_id: str, identifier: str) -> Ticket | None:
     the identifier."""
     row = Ticket.select().where(Ticket.tracker_issue_id.in_([issue_id, identifier])).order_by(Ticket.key).first()
     return row if row is not None else get(identifier)
+
+
+def existing_keys(keys: set[str]) -> set[str]:
+    """Which of `keys` name tickets on the board (one indexed lookup, however many keys)."""
+    if not keys:
+        return set()
+    return {row.key for row in Ticket.select(Ticket.key).where(Ticket.key.in_(sorted(keys)))}

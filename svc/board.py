@@ -135,6 +135,10 @@ class Board:
             stage: (self._shown_all(tickets.column(stage, limit=per_stage)), counts.get(stage, 0)) for stage in STAGES
         }
 
+    def on_board(self, keys: set[str]) -> set[str]:
+        """Which of `keys` are tickets on the board (the web board links those to their pages)."""
+        return tickets.existing_keys(keys)
+
     def timeline(self, key: str, *, limit: int, cursor: str | None) -> tuple[list[TimelineEntry], str | None]:
         if not tickets.exists(key):
             raise NotFound("ticket", key)

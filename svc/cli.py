@@ -193,6 +193,23 @@ def outbox_view(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("demo")
+def demo(args: argparse.Namespace) -> int:
+    """Fill the database with a fortnight of a small team's board, made by the service's own units of work."""
+    from jobs import demo as demo_story
+    from storage import db, migrations
+    from svc import logs
+    from svc.clock import system_clock
+
+    config = load_config()
+    # The story's own failures (a bay wipe, a tracker close) are logged as warnings; only real errors show.
+    logs.configure("ERROR", secrets=logs.secrets_of(config))
+    db.bind(db.open_database(config.database_url))
+    migrations.migrate()
+    print(f"svc demo: filling {_describe_db(config.database_url)}", flush=True)
+    return demo_story.run(config, force=args.force, end=system_clock(), out=sys.stdout, err=sys.stderr)
+
+
 @command("validate")
 def validate(args: argparse.Namespace) -> int:
     """Check envelope files (or worker output files) against the contract; exit 1 naming each violation."""
@@ -268,6 +285,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="pulse only: auto posts when it finds issues (default: the server's, auto or OPS_PULSE_ALWAYS)",
     )
     ops_parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the answer (600)")
+    demo_parser = sub.add_parser(
+        "demo",
+        help="fill the database with a demo board: tickets in every stage, two weeks of agent runs, router decisions",
+    )
+    demo_parser.add_argument(
+        "--force",
+        action="store_true",
+        help="the database already holds tickets: delete EVERYTHING in it first, then fill it with the demo",
+    )
     check = sub.add_parser(
         "validate",
         help='check svc.normalized-event/v0 envelope files (.json: one envelope or {"events": [...]}; '

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
+from urllib.parse import urlencode
 
 import falcon
 
-from api.operations import Operation, Param
+from api import params
+from api.operations import CURSOR, Operation, Param
+from api.web import decisions
 from api.web.render import page
 from jobs import agents_strip
+from jobs.router.shadow import OUTCOMES, SOURCES
 from machines.stages import STAGES, WRITING_TICKET_KEY
 from storage import runs
 from svc import automation
+from svc.errors import NotFound
 
 HTML = "text/html"
 RECENT_RUNS = 20
+DECISIONS_PER_PAGE = 50
+DECISIONS_ON_TICKET = 5
+TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
 
 
 def _html(summary: str, *, params=(), statuses=(200,)) -> Operation:
@@ -61,9 +70,11 @@ class NeedsYouFragment:
 
 
 class TicketPage:
+    """A ticket, its timeline, and the router's latest decisions about it."""
+
     operations = {
         "GET": _html(
-            "A ticket and its timeline",
+            "A ticket, its timeline and the router's latest decisions about it (an unknown key: a page saying so)",
             params=(
                 Param("key", {"type": "string"}, location="path", required=True),
                 Param("cursor", {"type": "string"}, "Older entries."),
@@ -72,13 +83,24 @@ class TicketPage:
         )
     }
 
-    def __init__(self, board, clock):
+    def __init__(self, board, router, clock):
         self.board = board
+        self.router = router
         self.clock = clock
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
-        ticket, _ = self.board.ticket(key)
+        try:
+            ticket, _ = self.board.ticket(key)
+        except NotFound:
+            # A person following an old link reads a page, not a problem document; the router may still
+            # have judged events about that key (a tracker issue that never became a ticket).
+            page(resp, "no_ticket.html", now=self.clock(), key=key)
+            resp.status = falcon.HTTP_404
+            return
         entries, after = self.board.timeline(key, limit=50, cursor=req.get_param("cursor") or None)
+        recent, more = self.router.decisions(
+            limit=DECISIONS_ON_TICKET, cursor=None, outcome=None, source=None, subject_id=key, since=None
+        )
         page(
             resp,
             "ticket.html",
@@ -87,6 +109,69 @@ class TicketPage:
             entries=entries,
             next_cursor=after,
             writing_key=WRITING_TICKET_KEY,
+            decisions=[decisions.describe(row, {key}) for row in recent],
+            more_decisions=more is not None,
+        )
+
+
+def _subject(req: falcon.Request) -> str | None:
+    """The subject filter as typed: trimmed; a ticket key in any case is the key (tickets are upper case)."""
+    raw = params.text(req, "subject_id", max_length=128)
+    value = raw.strip() if raw else None
+    if value and TICKET_KEY.match(value):
+        return value.upper()
+    return value or None
+
+
+class DecisionsPage:
+    """The shadow router's recorded decisions: a plain GET form filters them, keyset pages go back in time.
+
+    It reads through `ShadowRouter.decisions`, the unit `GET /api/v1/router/decisions` uses.
+    """
+
+    operations = {
+        "GET": _html(
+            "The shadow router's decisions, newest first, filtered by outcome, source and subject",
+            params=(
+                Param("outcome", {"type": "string", "enum": ["", *OUTCOMES]}, "Empty for any outcome."),
+                Param("source", {"type": "string", "enum": ["", *SOURCES]}, "Empty for any source."),
+                Param(
+                    "subject_id",
+                    {"type": "string", "maxLength": 128},
+                    "A ticket key (any case) or another subject id; empty for any.",
+                ),
+                CURSOR,
+            ),
+            statuses=(200, 400),
+        )
+    }
+
+    def __init__(self, board, router, clock):
+        self.board = board
+        self.router = router
+        self.clock = clock
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        filters = {
+            "outcome": params.choice(req, "outcome", OUTCOMES),
+            "source": params.choice(req, "source", SOURCES),
+            "subject_id": _subject(req),
+        }
+        cursor = params.cursor(req)
+        rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, since=None, **filters)
+        on_board = self.board.on_board({row.subject_id for row in rows if row.subject_id})
+        given = {name: value for name, value in filters.items() if value}
+        page(
+            resp,
+            "decisions.html",
+            now=self.clock(),
+            filters=filters,
+            filtered=bool(given),
+            decisions=[decisions.describe(row, on_board) for row in rows],
+            outcome_choices=decisions.OUTCOME_CHOICES,
+            source_choices=decisions.SOURCE_CHOICES,
+            older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
+            newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
         )
 
 
@@ -117,6 +202,7 @@ def routes(services) -> list[tuple[str, object]]:
     return [
         ("/", BoardPage(board, clock)),
         ("/fragments/needs-you", NeedsYouFragment(board, clock)),
-        ("/tickets/{key}", TicketPage(board, clock)),
+        ("/tickets/{key}", TicketPage(board, services.router, clock)),
+        ("/decisions", DecisionsPage(board, services.router, clock)),
         ("/static/{name}", Static()),
     ]

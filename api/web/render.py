@@ -9,6 +9,7 @@ import falcon
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from api.web.guidance import what_to_do
+from api.web.timeline import describe as describe_entry
 from svc.clock import iso
 
 # Everything comes from this service; nothing inline, nothing from elsewhere.
@@ -51,6 +52,7 @@ def environment() -> Environment:
     env.filters["when"] = when
     env.globals["what_to_do"] = what_to_do
     env.globals["ago"] = ago
+    env.globals["describe_entry"] = describe_entry
     return env
 
 

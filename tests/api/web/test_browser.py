@@ -1,5 +1,6 @@
 """The web board in headless Chromium against a real `svc serve`: sign in, toggle writing automation and watch
-WRITING-DAILY leave and rejoin the Needs-you list without a reload, open a ticket page, mark a ticket done."""
+WRITING-DAILY leave and rejoin the Needs-you list without a reload, open a ticket page, mark a ticket done,
+filter the router decisions page; at phone width and with the keyboard too."""
 
 import os
 import shutil
@@ -7,6 +8,7 @@ import shutil
 import pytest
 import requests
 
+from events_kit import example
 from processes import start_service
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
@@ -135,4 +137,94 @@ def test_the_board_works_at_phone_width_with_the_keyboard(chromium, server):
         pytest.fail("the automation checkbox is not reachable with the keyboard")
     page.keyboard.press("Space")
     page.wait_for_function("() => !document.querySelector('#needs-you [data-key=\"WRITING-DAILY\"]')")
+    context.close()
+
+
+@pytest.fixture
+def routed_server(server):
+    """The server above, with decisions the router recorded: would-dispatch, no-action, blocked and rejected."""
+    envelopes = [
+        example("envelopes/mapping/1-tracker-state-changed-queued-to-execute.json"),  # PORT-12 is not on this board
+        example("envelopes/mapping/3-ci-pipeline-failed-fixer.json"),
+        example("envelopes/mapping/4-poller-dispatch-requested.json"),
+        example("envelopes/invalid/unknown-actor-kind.json"),
+    ]
+    for envelope in envelopes:
+        envelope["subject"]["id"] = "PORT-2"  # a ticket this board has
+    envelopes.append(example("envelopes/valid/closed.json"))  # a pull request, no ticket
+    answer = requests.post(
+        f"{server}/api/v1/events", json={"events": envelopes}, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=10
+    )
+    answer.raise_for_status()
+    assert {r["status"] for r in answer.json()["results"]} == {202, 422}
+    return server
+
+
+def shown_decisions(page) -> list[dict[str, str]]:
+    return page.locator("li.decision").evaluate_all(
+        "items => items.map(i => ({outcome: i.dataset.outcome, subject: i.dataset.subject}))"
+    )
+
+
+def test_the_decisions_page_filters_to_matching_decisions(chromium, routed_server):
+    server = routed_server
+    context = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD})
+    page = context.new_page()
+    page.goto(server + "/")
+    page.get_by_role("link", name="Router decisions").click()
+    page.wait_for_url(server + "/decisions")
+    assert "never starts a worker" in page.locator(".shadow-note").inner_text()
+    everything = shown_decisions(page)
+    assert len(everything) == 5 and len({d["outcome"] for d in everything}) > 1
+
+    page.get_by_label("Outcome").select_option("rejected")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Filter").click()
+    assert "outcome=rejected" in page.url
+    assert shown_decisions(page) == [{"outcome": "rejected", "subject": "PORT-2"}]
+    assert page.get_by_label("Outcome").input_value() == "rejected"  # the form keeps the filter
+
+    page.get_by_label("Outcome").select_option("")
+    page.get_by_label("Ticket or subject").fill("acme/portfolio#43")
+    with page.expect_navigation():
+        page.get_by_label("Ticket or subject").press("Enter")
+    assert shown_decisions(page) == [{"outcome": "blocked", "subject": "acme/portfolio#43"}]
+    # Gates are spelled out, not only coloured.
+    assert "✗ fail" in page.locator("li.decision .gates").inner_text().lower()
+
+    page.get_by_role("link", name="Clear filters").click()
+    page.wait_for_url(server + "/decisions")
+    assert len(shown_decisions(page)) == 5
+    context.close()
+
+
+def test_the_decisions_page_works_at_phone_width_with_the_keyboard(chromium, routed_server):
+    server = routed_server
+    context = chromium.new_context(
+        http_credentials={"username": USER, "password": PASSWORD}, viewport={"width": 390, "height": 844}
+    )
+    page = context.new_page()
+    page.goto(server + "/decisions")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the decisions page scrolls sideways at phone width ({width}px)"
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")  # the envelopes, opened
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"an opened envelope makes the page scroll sideways ({width}px)"
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "filter-subject":
+            break
+    else:
+        pytest.fail("the subject filter is not reachable with the keyboard")
+    page.keyboard.type("port-2")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert {d["subject"] for d in shown_decisions(page)} == {"PORT-2"}
+    # From a decision to its ticket page, by keyboard.
+    page.locator("li.decision .decision-subject a").first.focus()
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert page.url == server + "/tickets/PORT-2"
+    assert page.locator(".ticket-decisions li.decision").count() == 4
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
     context.close()

@@ -67,7 +67,14 @@ def test_a_ticket_page_shows_its_timeline(board):
     html = board.get("/tickets/PORT-2").text
     assert "queued → execute by admin" in html
     assert "created in queued by admin" in html
-    assert board.get("/tickets/NOPE-1").status_code == 404
+
+
+def test_an_unknown_ticket_is_a_page_that_says_so(board):
+    missing = board.get("/tickets/NOPE-1")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("text/html")
+    assert "No ticket NOPE-1 on the board" in missing.text
+    assert '<a href="/decisions?subject_id=NOPE-1">' in missing.text
 
 
 def test_pages_escape_what_users_wrote_and_forbid_outside_scripts(board):

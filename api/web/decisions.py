@@ -1,0 +1,83 @@
+"""How a router decision reads on the web board: its outcome in words (shadow mode: "would dispatch", never
+"dispatched"), a symbol beside the colour, each gate's verdict spelled out, and a link to the subject's ticket
+page when the subject is a ticket on the board."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.router.shadow import OUTCOMES, SOURCES
+from storage.models import RouterDecision
+
+OUTCOME_WORDS = {
+    "would_dispatch": "would dispatch",
+    "blocked": "blocked",
+    "no_action": "no action",
+    "rejected": "rejected",
+}
+OUTCOME_SYMBOLS = {"would_dispatch": "▶", "blocked": "✗", "no_action": "○", "rejected": "⚠"}
+OUTCOME_CHOICES = tuple((outcome, OUTCOME_WORDS[outcome]) for outcome in OUTCOMES)
+SOURCE_CHOICES = tuple((source, source) for source in SOURCES)
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    passed: bool
+    reason: str
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "fail"
+
+
+@dataclass(frozen=True)
+class DecisionView:
+    row: RouterDecision
+    headline: str  # "would dispatch coder", "blocked (coder)", "no action", "rejected"
+    symbol: str
+    gates: list[Gate]
+    ticket_link: str | None
+    actor: str | None
+    errors: list[dict[str, Any]]
+
+    @property
+    def failed(self) -> list[Gate]:
+        return [g for g in self.gates if not g.passed]
+
+
+def _actor(envelope: Any) -> str | None:
+    actor = envelope.get("actor") if isinstance(envelope, dict) else None
+    if not isinstance(actor, dict):
+        return None
+    kind, ident = actor.get("kind"), actor.get("id")
+    if not isinstance(kind, str):
+        return None
+    return f"{kind} {ident}" if isinstance(ident, str) and ident else f"{kind} (no id)"
+
+
+def headline(row: RouterDecision) -> str:
+    words = OUTCOME_WORDS.get(row.outcome, row.outcome)
+    if row.outcome == "would_dispatch" and row.role:
+        return f"{words} {row.role}"
+    if row.outcome == "blocked" and row.role:
+        return f"{words}: {row.role} not dispatched"
+    return words
+
+
+def describe(row: RouterDecision, on_board: set[str]) -> DecisionView:
+    gates = [
+        Gate(str(g.get("gate")), bool(g.get("passed")), str(g.get("reason") or ""))
+        for g in (row.gates or [])
+        if isinstance(g, dict)
+    ]
+    return DecisionView(
+        row=row,
+        headline=headline(row),
+        symbol=OUTCOME_SYMBOLS.get(row.outcome, "•"),
+        gates=gates,
+        ticket_link=f"/tickets/{row.subject_id}" if row.subject_id in on_board else None,
+        actor=_actor(row.envelope),
+        errors=[e for e in (row.errors or []) if isinstance(e, dict)] if row.outcome == "rejected" else [],
+    )

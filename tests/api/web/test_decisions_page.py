@@ -1,0 +1,195 @@
+"""The router decisions page (`/decisions`): shadow mode said plainly, every gate's verdict in words, filters in a
+plain GET form, keyset pages, links to ticket pages; and a ticket page's own recent decisions."""
+
+from __future__ import annotations
+
+import copy
+from html.parser import HTMLParser
+
+import pytest
+
+from events_kit import ALLOWLIST, example, seed_board
+from testclient import ApiClient
+
+MAPPING = "envelopes/mapping/"
+
+
+class Page(HTMLParser):
+    """What a person (or a screen reader) finds on the page: the decisions, the gates, the form's controls."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.decisions: list[dict[str, str]] = []
+        self.gates: list[list[str]] = []
+        self.controls: list[dict[str, str]] = []
+        self.labels: set[str] = set()
+        self.links: list[str] = []
+        self._gate: list[str] | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        classes = (attrs.get("class") or "").split()
+        if tag == "li" and "decision" in classes:
+            self.decisions.append(attrs)
+            self.gates.append([])
+        if tag == "li" and "gate" in classes:
+            self._gate = []
+        if tag in ("input", "select", "textarea") and attrs.get("type") != "hidden":
+            self.controls.append(attrs)
+        if tag == "label" and attrs.get("for"):
+            self.labels.add(attrs["for"])
+        if tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+
+    def handle_data(self, data):
+        if self._gate is not None:
+            self._gate.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "li" and self._gate is not None:
+            self.gates[-1].append(" ".join("".join(self._gate).split()))
+            self._gate = None
+
+
+@pytest.fixture
+def api(app_factory, config_factory):
+    app = app_factory(config_factory(router_allowlist=ALLOWLIST))
+    return ApiClient(app, basic="admin:correct-horse-battery", ci_secret="test-ci-secret-0123456789abcdef")
+
+
+@pytest.fixture
+def routed(api):
+    """Decisions of every outcome: a coder and a fixer would be dispatched, a push waits for CI, the poller's
+    request, a pull request that is no ticket, and an envelope that breaks the contract."""
+    seed_board(api, tickets={"PORT-12": "queued", "PORT-14": "queued"})
+    for envelope in (
+        example(MAPPING + "1-tracker-state-changed-queued-to-execute.json"),
+        example(MAPPING + "2-forge-synchronized-agent-await-ci.json"),
+        example(MAPPING + "3-ci-pipeline-failed-fixer.json"),
+        example(MAPPING + "4-poller-dispatch-requested.json"),
+        example("envelopes/valid/closed.json"),
+    ):
+        assert api.post("/api/v1/events", json=envelope, auth="ci").status_code == 202
+    rejected = api.post("/api/v1/events", json=example("envelopes/invalid/unknown-actor-kind.json"), auth="ci")
+    assert rejected.status_code == 422
+    return api
+
+
+def page(api, query: str = "") -> Page:
+    result = api.get("/decisions" + query)
+    assert result.status_code == 200, result.text
+    assert result.headers["content-type"].startswith("text/html")
+    return Page(result.text)
+
+
+def test_the_page_says_shadow_mode_and_never_that_anything_was_dispatched(routed):
+    html = routed.get("/decisions").text
+    assert "shadow mode" in html.lower()
+    assert "would dispatch coder" in html and "would dispatch fixer" in html
+    assert "dispatched" not in html.lower()
+
+
+def test_each_decision_spells_out_every_gate_with_its_reason(routed):
+    found = page(routed)
+    assert len(found.decisions) == 6
+    for decision, gates in zip(found.decisions, found.gates, strict=True):
+        if decision["data-outcome"] == "rejected":
+            assert gates == []
+            continue
+        names = [g.split()[2] for g in gates]
+        assert names == ["authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget"]
+        assert all(g.startswith(("✓ pass ", "✗ fail ")) and len(g.split()) > 3 for g in gates), gates
+    closed = found.decisions.index(next(d for d in found.decisions if d["data-subject"] == "acme/portfolio#43"))
+    assert "✗ fail agreement no initiative is known for the subject" in found.gates[closed]
+
+
+def test_filters_show_only_matching_decisions_and_keep_their_values(routed):
+    dispatching = page(routed, "?outcome=would_dispatch")
+    assert [d["data-outcome"] for d in dispatching.decisions] == ["would_dispatch", "would_dispatch"]
+    assert '<option value="would_dispatch" selected>' in routed.get("/decisions?outcome=would_dispatch").text
+
+    from_ci = page(routed, "?source=ci")
+    assert [(d["data-source"], d["data-outcome"]) for d in from_ci.decisions] == [
+        ("ci", "rejected"),  # the envelope with an unknown actor kind claims source ci
+        ("ci", "would_dispatch"),
+    ]
+
+    # A ticket key typed in lower case is the ticket.
+    about = page(routed, "?subject_id=port-12")
+    assert {d["data-subject"] for d in about.decisions} == {"PORT-12"}
+    assert len(about.decisions) == 4  # mapping 1, 2, 3 and the rejected envelope
+
+    both = page(routed, "?outcome=no_action&source=forge&subject_id=PORT-12")
+    assert [(d["data-outcome"], d["data-source"]) for d in both.decisions] == [("no_action", "forge")]
+
+
+def test_the_page_lists_what_the_api_lists_for_the_same_filter(routed):
+    for query in ("", "?outcome=would_dispatch", "?source=tracker", "?subject_id=PORT-14"):
+        shown = [int(d["data-id"]) for d in page(routed, query).decisions]
+        listed = [d["id"] for d in routed.get("/api/v1/router/decisions" + query).json["decisions"]]
+        assert shown == listed, query
+
+
+def test_the_form_sends_empty_values_for_any(routed):
+    assert len(page(routed, "?outcome=&source=&subject_id=").decisions) == 6
+
+
+def test_a_rejected_envelope_shows_why(routed):
+    html = routed.get("/decisions?outcome=rejected").text
+    assert "/actor/kind" in html
+    assert "rejected" in html
+
+
+def test_subjects_on_the_board_link_to_their_ticket_pages(routed):
+    found = page(routed)
+    assert "/tickets/PORT-12" in found.links and "/tickets/PORT-14" in found.links
+    assert not any("portfolio#43" in link for link in found.links)
+
+
+def test_older_decisions_are_a_link_away_and_the_filter_stays(routed):
+    batch = []
+    for n in range(55):
+        envelope = copy.deepcopy(example(MAPPING + "2-forge-synchronized-agent-await-ci.json"))
+        envelope["id"] = f"github:push-{n}"
+        batch.append(envelope)
+    assert routed.post("/api/v1/events", json={"events": batch}, auth="ci").json["accepted"] == 55
+
+    first = page(routed, "?outcome=no_action")
+    assert len(first.decisions) == 50
+    older = next(link for link in first.links if "cursor=" in link)
+    assert "outcome=no_action" in older
+    second = page(routed, older.removeprefix("/decisions"))
+    assert len(second.decisions) == 57 - 50  # the 55 pushes, mapping 2 and the poller's request
+    assert {d["data-outcome"] for d in second.decisions} == {"no_action"}
+    assert not {d["data-id"] for d in first.decisions} & {d["data-id"] for d in second.decisions}
+    assert not any("cursor=" in link for link in second.links)
+    assert "/decisions?outcome=no_action" in second.links  # back to the newest
+
+
+def test_a_filter_value_the_form_never_sends_is_refused(routed):
+    result = routed.get("/decisions?outcome=dispatched")
+    assert result.status_code == 400
+    assert result.headers["content-type"] == "application/problem+json"
+
+
+def test_every_control_has_a_label(routed):
+    found = page(routed)
+    assert {c.get("name") for c in found.controls} == {"outcome", "source", "subject_id"}
+    for control in found.controls:
+        assert control.get("id") in found.labels, control
+
+
+def test_the_page_needs_credentials(api):
+    result = api.get("/decisions", auth=None)
+    assert result.status_code == 401
+    assert result.headers["www-authenticate"].startswith("Basic")
+
+
+def test_a_ticket_page_shows_the_latest_decisions_about_it(routed):
+    found = Page(routed.get("/tickets/PORT-12").text)
+    assert {d["data-subject"] for d in found.decisions} == {"PORT-12"}
+    assert len(found.decisions) == 4
+    assert "/decisions?subject_id=PORT-12" in found.links
+    quiet = Page(routed.get("/tickets/PORT-14").text)
+    assert [(d["data-source"], d["data-outcome"]) for d in quiet.decisions] == [("poller", "no_action")]

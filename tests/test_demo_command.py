@@ -1,0 +1,30 @@
+"""`svc demo` as a person runs it: it refuses a database that holds tickets, and `--force` replaces them."""
+
+import subprocess
+
+import pytest
+
+from processes import SVC, svc_env
+
+pytestmark = pytest.mark.process
+
+
+def demo(database_url: str, data_dir, *args: str) -> subprocess.CompletedProcess:
+    env = svc_env(DATABASE_URL=database_url, SVC_DATA_DIR=str(data_dir))
+    return subprocess.run([SVC, "demo", *args], env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_demo_refuses_a_database_with_tickets_and_force_replaces_them(api, database_url, tmp_path):
+    api.post("/api/v1/initiatives", json={"id": "ours", "name": "Ours", "stage": "active"})
+    api.post("/api/v1/tickets", json={"key": "OURS-1", "initiative_id": "ours", "title": "Real work"})
+
+    refused = demo(database_url, tmp_path)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "already holds 1 ticket" in refused.stderr and "--force" in refused.stderr
+    assert [t["key"] for t in api.get("/api/v1/tickets").json["tickets"]] == ["OURS-1"]
+
+    forced = demo(database_url, tmp_path, "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert "18 tickets in 5 initiatives" in forced.stdout
+    keys = {t["key"] for t in api.get("/api/v1/tickets?limit=500").json["tickets"]}
+    assert "OURS-1" not in keys and {"PORT-12", "WRITING-DAILY"} <= keys
