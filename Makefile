@@ -43,6 +43,11 @@ test-postgres:
 screenshot: install-test
 	$(BIN)/python scripts/screenshot.py --out docs
 
+# Figures and ratios, printed; never asserted in tests (the machines are shared and noisy). wrk is used when
+# installed (Debian: apt-get install wrk), else a Python load generator; the output says which.
+bench: install
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -232,17 +232,10 @@ def _python_load(base, method, path, body, headers, seconds, connections) -> Loa
     return Load("python", len(latencies), elapsed, len(latencies) / elapsed, q[49] * 1000, q[98] * 1000, errors[0])
 
 
-def sequential_latency(session: requests.Session, url: str, *, count: int = 200, **kwargs) -> dict[str, float]:
-    """p50/p99 of `count` requests one after another (the cost of one request, not throughput)."""
-    times = []
-    for _ in range(count):
-        started = time.perf_counter()
-        response = session.get(url, timeout=60, **kwargs)
-        times.append(time.perf_counter() - started)
-        response.raise_for_status()
-    times.sort()
-    q = statistics.quantiles(times, n=100)
-    return {"p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000, "count": count}
+def latency_figures(seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    q = statistics.quantiles(ordered, n=100)
+    return {"p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000, "count": len(ordered)}
 
 
 def as_dict(load: Load) -> dict:

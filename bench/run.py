@@ -58,99 +58,80 @@ def verdict(ratio: float, target: float, *, at_least: bool = True) -> str:
 
 def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
     print("\n== HTTP limit: the service against a bare Falcon app, waitress with", harness.THREADS, "threads each")
+    storage_text = f"database {db_override}" if db_override else "durable commits (SQLite synchronous=FULL)"
     print(
-        f"   load: {harness.load_tool()}, 16 connections, {seconds:.0f} s per figure; durable commits (SQLite "
-        "synchronous=FULL)"
-        if not db_override
-        else f"   load: {harness.load_tool()}; database {db_override}"
+        f"   load: {harness.load_tool()}, 16 connections, {seconds:.0f} s per figure; {storage_text}; the bare app is"
     )
-    bare_runs = []
-    bare, bare_base = harness.start_bare(work)
-    try:
-        bare_runs.append(harness.run_load(bare_base, "POST", "/bare", body=NOTIFY, seconds=seconds))
-        bare_get = harness.run_load(bare_base, "GET", "/bare", seconds=seconds)
-    finally:
-        bare.stop()
+    print("   measured right before each figure, and the ratio is taken against that adjacent run")
     data = work / "http"
     data.mkdir()
     url = database_url(data, db_override)
     seed.open_db(url)
     seed.tickets(10_000)
     seed.runs(50)
+    bare, bare_base = harness.start_bare(work)
     service, base = harness.start_service(data, url)
+    computing, computing_base = harness.start_service(work / "http", url, SVC_SNAPSHOT_MAX_AGE="0")
+    figures = [
+        ("notify", "POST", base, "/api/v1/agents/writing/notify", NOTIFY, CI, 0.5),
+        ("events", "POST", base, "/api/v1/events", EVENT, CI, 0.5),
+        ("snapshot (10,000 tickets)", "GET", base, "/api/v1/ops/snapshot", None, BASIC, 0.3),
+        ("  rendered every request", "GET", computing_base, "/api/v1/ops/snapshot", None, BASIC, 0.3),
+    ]
+    out = {}
     try:
-        notify = harness.run_load(
-            base, "POST", "/api/v1/agents/writing/notify", body=NOTIFY, headers=CI, seconds=seconds
-        )
-        events = harness.run_load(base, "POST", "/api/v1/events", body=EVENT, headers=CI, seconds=seconds)
-        snapshot = harness.run_load(base, "GET", "/api/v1/ops/snapshot", headers=BASIC, seconds=seconds)
+        for name, method, target, path, body, headers, goal in figures:
+            limit = harness.run_load(
+                bare_base, method, "/bare", body=NOTIFY if method == "POST" else None, seconds=seconds
+            )
+            load = harness.run_load(target, method, path, body=body, headers=headers, seconds=seconds)
+            ratio = load.rps / limit.rps
+            print(f"   bare {method:<4}                 {limit.line()}")
+            print(f"   {name:<26} {load.line()}   ratio {ratio:.2f} ({verdict(ratio, goal)})")
+            out[name] = {**harness.as_dict(load), "bare": harness.as_dict(limit), "ratio": ratio, "target": goal}
     finally:
-        service.stop()
-    service, base = harness.start_service(data, url, SVC_SNAPSHOT_MAX_AGE="0")
-    try:
-        computed = harness.run_load(base, "GET", "/api/v1/ops/snapshot", headers=BASIC, seconds=seconds)
-    finally:
-        service.stop()
-    bare, bare_base = harness.start_bare(work)  # once more after, so a drift in the machine shows
-    try:
-        bare_runs.append(harness.run_load(bare_base, "POST", "/bare", body=NOTIFY, seconds=seconds))
-    finally:
-        bare.stop()
-    bare_post_rps = sum(r.rps for r in bare_runs) / len(bare_runs)
-    print(f"   bare POST      {bare_runs[0].line()}   (after: {bare_runs[1].rps:.0f} req/s)")
-    print(f"   bare GET       {bare_get.line()}")
-    rows = {
-        "notify": (notify, bare_post_rps, 0.5),
-        "events": (events, bare_post_rps, 0.5),
-        "snapshot (10,000 tickets)": (snapshot, bare_get.rps, 0.3),
-        "  rendered every request": (computed, bare_get.rps, 0.3),
-    }
-    out = {"bare_post": [harness.as_dict(r) for r in bare_runs], "bare_get": harness.as_dict(bare_get)}
-    for name, (load, limit, target) in rows.items():
-        ratio = load.rps / limit
-        print(f"   {name:<26} {load.line()}   ratio {ratio:.2f} of bare ({verdict(ratio, target)})")
-        out[name] = {**harness.as_dict(load), "ratio": ratio, "target": target}
+        for process in (bare, service, computing):
+            process.stop()
     return out
 
 
 def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
-    print("\n== Growth: the cost of one request as the board grows (p50 of 200 sequential requests)")
-    results = {}
-    for size in sizes:
-        data = work / f"growth-{size}"
-        data.mkdir()
-        url = database_url(data, db_override)
-        if db_override:
-            _reset_postgres(db_override)
-        started = time.monotonic()
-        seed.open_db(url)
-        seed.tickets(size)
-        seed.decisions(size * 10, size)
-        seed.runs(50)
-        print(f"   {size:>7} tickets, {size * 10:>8} decisions seeded in {time.monotonic() - started:.0f} s")
-        service, base = harness.start_service(data, url)
-        session = requests.Session()
-        session.headers.update(BASIC)
-        try:
-            first = session.get(base + "/api/v1/router/decisions?limit=50", timeout=60).json()
-            deep = first["next"]
-            for _ in range(20):  # twenty pages in: a page must cost the same however far it is
-                deep = session.get(base + f"/api/v1/router/decisions?limit=50&cursor={deep}", timeout=60).json()["next"]
-            results[size] = {
-                "snapshot": harness.sequential_latency(session, base + "/api/v1/ops/snapshot"),
-                "needs_you": harness.sequential_latency(session, base + "/api/v1/tickets?needs_you=true&limit=50"),
-                "decisions page": harness.sequential_latency(session, base + "/api/v1/router/decisions?limit=50"),
-                "decisions page 21": harness.sequential_latency(
-                    session, base + f"/api/v1/router/decisions?limit=50&cursor={deep}"
-                ),
-                "tickets page": harness.sequential_latency(session, base + "/api/v1/tickets?limit=50"),
-            }
-        finally:
+    print("\n== Growth: the cost of one request as the board grows (p50 of 300 requests, the sizes interleaved)")
+    if db_override and len(sizes) > 1:
+        print("   (PostgreSQL: one database, so the sizes run one after another, not interleaved)")
+    servers: dict[int, tuple] = {}
+    figures: dict[int, dict] = {}
+    try:
+        for size in sizes:
+            data = work / f"growth-{size}"
+            data.mkdir()
+            url = database_url(data, db_override)
+            if db_override:
+                _reset_postgres(db_override)
+            started = time.monotonic()
+            seed.open_db(url)
+            seed.tickets(size)
+            seed.decisions(size * 10, size)
+            seed.runs(50)
+            print(f"   {size:>7,} tickets, {size * 10:>9,} decisions seeded in {time.monotonic() - started:.0f} s")
+            # The snapshot is measured as computed, not as served from the short render cache.
+            service, base = harness.start_service(data, url, SVC_SNAPSHOT_MAX_AGE="0")
+            session = requests.Session()
+            session.headers.update(BASIC)
+            servers[size] = (service, base, session)
+            if db_override:  # one database: measure this size before the next replaces it
+                figures.update(_growth_figures({size: servers[size]}))
+                servers.pop(size)[0].stop()
+        if not db_override:
+            figures = _growth_figures(servers)
+    finally:
+        for service, _, _ in servers.values():
             service.stop()
-    names = list(results[sizes[0]])
+    names = list(figures[sizes[0]])
     print("   " + f"{'':<20}" + "".join(f"{s:>12,}" for s in sizes) + "   ratio largest/smallest")
+    ratios = {}
     for name in names:
-        values = [results[s][name]["p50_ms"] for s in sizes]
+        values = [figures[s][name]["p50_ms"] for s in sizes]
         ratio = values[-1] / values[0]
         target = 3.0 if name == "snapshot" else 1.5
         print(
@@ -159,8 +140,35 @@ def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
             + "".join(f"{v:>9.2f} ms" for v in values)
             + f"   {ratio:5.2f}  ({verdict(ratio, target, at_least=False)})"
         )
-        results.setdefault("ratios", {})[name] = {"ratio": ratio, "target": target}
-    return {str(k): v for k, v in results.items()}
+        ratios[name] = {"ratio": ratio, "target": target}
+    return {"figures": {str(k): v for k, v in figures.items()}, "ratios": ratios}
+
+
+def _growth_figures(servers: dict[int, tuple], rounds: int = 300) -> dict:
+    """Round-robin over the sizes, one request each per round, so the machine's noise falls on all of them."""
+    paths = {}
+    for size, (_, base, session) in servers.items():
+        deep = session.get(base + "/api/v1/router/decisions?limit=50", timeout=60).json()["next"]
+        for _ in range(20):  # twenty pages in: a page must cost the same however far it is
+            deep = session.get(base + f"/api/v1/router/decisions?limit=50&cursor={deep}", timeout=60).json()["next"]
+        paths[size] = {
+            "snapshot": "/api/v1/ops/snapshot",
+            "needs_you": "/api/v1/tickets?needs_you=true&limit=50",
+            "decisions page": "/api/v1/router/decisions?limit=50",
+            "decisions page 21": f"/api/v1/router/decisions?limit=50&cursor={deep}",
+            "tickets page": "/api/v1/tickets?limit=50",
+        }
+    times: dict[int, dict[str, list[float]]] = {size: {name: [] for name in paths[size]} for size in servers}
+    for round_ in range(rounds + 20):
+        for name in paths[next(iter(servers))]:
+            for size, (_, base, session) in servers.items():
+                started = time.perf_counter()
+                session.get(base + paths[size][name], timeout=60).raise_for_status()
+                if round_ >= 20:  # the first rounds warm the caches
+                    times[size][name].append(time.perf_counter() - started)
+    return {
+        size: {name: harness.latency_figures(values) for name, values in per.items()} for size, per in times.items()
+    }
 
 
 def _reset_postgres(url: str) -> None:
