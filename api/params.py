@@ -1,4 +1,8 @@
-"""Query parameters, checked: a bad value is a 400 naming the parameter."""
+"""Query parameters, checked: a bad value is a 400 naming the parameter.
+
+An empty value (`?stage=`, what an HTML form sends for an unset filter) is read as an absent parameter, for
+every optional query parameter alike; the OpenAPI document says so with `allowEmptyValue`.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from svc.errors import InvalidQuery
 
 def limit(req: falcon.Request) -> int:
     raw = req.get_param("limit")
-    if raw is None:
+    if raw is None or raw == "":
         return DEFAULT_LIMIT
     try:
         value = int(raw)
