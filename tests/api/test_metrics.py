@@ -83,7 +83,9 @@ def test_decisions_by_outcome_and_agent_runs_by_agent_and_result(api):
     api.post(NOTIFY, auth="ci", json={"status": "SUCCESS"})
     api.post(NOTIFY, auth="ci", json={"status": "FAIL_PUSH"})
     api.post(NOTIFY, auth="ci", json={"status": "FAIL_QA"})
-    blocked = example("envelopes/mapping/1-tracker-state-changed-queued-to-execute.json")  # no actor: fails closed
+    blocked = example(
+        "envelopes/mapping/1-tracker-state-changed-queued-to-execute.json"
+    )  # the allowlist is empty: blocked
     assert api.post("/api/v1/events", auth="ci", json=blocked).status_code == 202
     broken = {**blocked, "id": "broken-1", "source": "nowhere"}
     assert api.post("/api/v1/events", auth="ci", json=broken).status_code == 422
