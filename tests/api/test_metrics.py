@@ -155,3 +155,13 @@ def test_append_only_counts_count_only_the_unsettled_tail_and_miss_no_late_commi
     table.ranges.clear()
     assert counter.read() == ({("a",): 3, ("b",): 2} if late_commit else {("a",): 3, ("b",): 1})
     assert table.ranges == [(4, None)]  # only the tail after the settled id
+
+
+def test_the_jobs_heartbeat_age_appears_once_a_jobs_process_beat(api, clock):
+    from jobs.process import JobsProcess
+
+    assert "svc_jobs_heartbeat_age_seconds" not in scrape(api)  # no jobs process ever beat
+    JobsProcess(clock, {}).heartbeat()
+    clock.advance(seconds=30)
+    families = scrape(api)
+    assert value(families["svc_jobs_heartbeat_age_seconds"], "svc_jobs_heartbeat_age_seconds") == 30
