@@ -24,7 +24,11 @@ def test_every_acknowledged_receipt_and_decision_survives_a_sigkill_mid_load(tmp
     try:
         firing = Firing([base], CI_SECRET, notifiers=3, eventers=3, until_unreachable=True).start()
         # Mid-load: the threads keep firing while the process dies under them.
-        wait_until(lambda: len(firing.acked.receipts) >= 60 and len(firing.acked.decisions) >= 60, what="load")
+        wait_until(
+            lambda: len(firing.acked.receipts) >= 60 and len(firing.acked.decisions) >= 60,
+            timeout=60,
+            what="load",
+        )
         server.proc.kill()
         server.proc.wait(timeout=10)
         acked = firing.stop()
