@@ -72,4 +72,7 @@ def timestamp(req: falcon.Request, name: str) -> datetime | None:
         raise InvalidQuery(name, f"expected an ISO 8601 timestamp such as 2026-11-20T08:00:00Z, got {raw!r}") from None
     if value.tzinfo is None:
         raise InvalidQuery(name, f"the timestamp needs a zone (Z or +hh:mm), got {raw!r}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+00:05 is before the first representable instant in UTC
+        raise InvalidQuery(name, f"the timestamp is out of range, got {raw!r}") from None
