@@ -8,10 +8,12 @@ import falcon
 
 from api import errors
 from api.auth import Authenticator, FailedCredentials
+from api.metrics import Metrics
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import agents, events, health, initiatives, openapi, ops, slots, tickets, wallet, writing
+from api.resources import agents, events, health, initiatives, metrics, openapi, ops, slots, tickets, wallet, writing
 from api.web import pages
 from jobs.ops import OpsAgents
+from jobs.process import heartbeat_age
 from jobs.router.board_events import queue_for_router
 from jobs.router.shadow import ShadowRouter
 from storage import db as storage_db
@@ -22,7 +24,7 @@ from svc.config import Config
 from svc.writing import WritingAgent
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, ops, events, pages)
+ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, ops, events, pages, metrics)
 
 
 @dataclass
@@ -36,6 +38,7 @@ class Services:
     routes: list[tuple[str, object]] = field(default_factory=list)
     writing: WritingAgent | None = None
     ops: OpsAgents | None = None
+    metrics: Metrics | None = None
 
 
 def create_app(
@@ -64,9 +67,14 @@ def create_app(
     services = Services(config=config, clock=clock, board=board, router=ShadowRouter(config, clock))
     services.writing = WritingAgent(config, clock, services.board)
     services.ops = OpsAgents(config, clock, board=services.board)
+    services.metrics = Metrics(clock, heartbeat_age=heartbeat_age)
     authenticator = Authenticator(config, failures or FailedCredentials())
     app = falcon.App(
-        middleware=[RequestContext(), Guard(authenticator, config.max_body_bytes), DatabaseConnection()],
+        middleware=[
+            RequestContext(observers=[services.metrics.requests]),
+            Guard(authenticator, config.max_body_bytes),
+            DatabaseConnection(),
+        ],
     )
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.auto_parse_qs_csv = False

@@ -41,7 +41,37 @@ def parse_json(data: bytes) -> Any:
         raise Problem(400, "bad-request", f"the request body is not valid JSON: {exc}") from None
     if _depth(document) > MAX_DEPTH:
         raise Problem(400, "bad-request", f"the JSON body is nested deeper than {MAX_DEPTH} levels")
+    # JSON may carry U+0000 (as the escape \u0000); PostgreSQL text cannot hold it, so no string may.
+    if "\\u0000" in text:
+        found = _nul_pointers(document)
+        if found:
+            raise Problem(
+                400,
+                "bad-request",
+                f"the request body holds the NUL character (U+0000) in {len(found)} string(s); it cannot be stored",
+                errors=[{"path": pointer, "message": "contains the NUL character (U+0000)"} for pointer in found],
+            )
     return document
+
+
+def _nul_pointers(document: Any, limit: int = 20) -> list[str]:
+    """JSON pointers of the strings (member names included) that hold U+0000; iterative, like `_depth`."""
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack and len(found) < limit:
+        node, pointer = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                found.append(pointer)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                child = pointer + "/" + key.replace("~", "~0").replace("/", "~1").replace("\x00", "\\u0000")
+                if "\x00" in key:
+                    found.append(child)
+                stack.append((value, child))
+        elif isinstance(node, list):
+            stack.extend((value, f"{pointer}/{i}") for i, value in enumerate(node))
+    return sorted(found)
 
 
 def _reject_constant(name: str) -> Any:

@@ -38,6 +38,24 @@ def refuse_cross_site(req: falcon.Request) -> None:
         raise Problem(403, "cross-site", "requests from another site may not change anything here")
 
 
+def refuse_nul(req: falcon.Request, params: dict) -> None:
+    """No key, name or filter contains U+0000, and PostgreSQL cannot even compare text with one: a path
+    parameter holding it names nothing (404), a query parameter holding it is a bad query (400)."""
+    for name, value in params.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise Problem(404, "not-found", f"no {name} contains the NUL character (U+0000)")
+    for name, value in req.params.items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and "\x00" in v for v in values) or "\x00" in name:
+            shown = name.replace("\x00", "\\u0000")
+            raise Problem(
+                400,
+                "bad-query",
+                f"query parameter {shown!r} contains the NUL character (U+0000)",
+                errors=[{"path": shown, "message": "contains the NUL character (U+0000)"}],
+            )
+
+
 class RequestContext:
     """Give every request an id (the caller's X-Request-Id if sane), return it, and log one line per request."""
 
@@ -105,6 +123,7 @@ class Guard:
         req.context.identity = self.authenticator.check(req, operation.auth)
         if req.method not in _SAFE_METHODS and req.context.identity.scheme == BASIC:
             refuse_cross_site(req)
+        refuse_nul(req, params)
         if operation.raw_body:
             return
         if operation.request is not None:

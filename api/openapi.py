@@ -103,6 +103,8 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             "required": p.required or p.location == "path",
             "schema": p.schema,
             **({"description": p.description} if p.description else {}),
+            # An empty value of an optional query parameter reads as the parameter left out (api/params.py).
+            **({"allowEmptyValue": True} if p.location == "query" and not p.required else {}),
         }
         for p in op.params
     ]
@@ -128,6 +130,8 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"description": falcon.code_to_http_status(status).split(" ", 1)[1]}
         if schema is not None:
             entry["content"] = {media: {"schema": {"$ref": f"#/components/schemas/{component_name(schema)}"}}}
+        elif status < 300 and "json" not in media:
+            entry["content"] = {media: {"schema": {"type": "string"}}}  # a page, or the metrics text
         if status == 401 and op.auth in {BASIC, CI_OR_BASIC}:
             entry["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
         doc["responses"][str(status)] = entry

@@ -1,4 +1,8 @@
-"""Query parameters, checked: a bad value is a 400 naming the parameter."""
+"""Query parameters, checked: a bad value is a 400 naming the parameter.
+
+An empty value (`?stage=`, what an HTML form sends for an unset filter) is read as an absent parameter, for
+every optional query parameter alike; the OpenAPI document says so with `allowEmptyValue`.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from svc.errors import InvalidQuery
 
 def limit(req: falcon.Request) -> int:
     raw = req.get_param("limit")
-    if raw is None:
+    if raw is None or raw == "":
         return DEFAULT_LIMIT
     try:
         value = int(raw)
@@ -68,4 +72,7 @@ def timestamp(req: falcon.Request, name: str) -> datetime | None:
         raise InvalidQuery(name, f"expected an ISO 8601 timestamp such as 2026-11-20T08:00:00Z, got {raw!r}") from None
     if value.tzinfo is None:
         raise InvalidQuery(name, f"the timestamp needs a zone (Z or +hh:mm), got {raw!r}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+00:05 is before the first representable instant in UTC
+        raise InvalidQuery(name, f"the timestamp is out of range, got {raw!r}") from None

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from storage import statements
 from storage.models import Wallet
 
 WALLET_ID = 1
+# Past ten thousand times the budget the figure says nothing more; the cap keeps it a finite JSON number
+# (a budget of 1e-308 would otherwise make it infinite, which JSON cannot carry).
+MAX_PERCENT = 1_000_000.0
 
 
 def get() -> Wallet:
@@ -19,8 +23,10 @@ def put(*, budget: float, spent: float, locked: bool, at: datetime) -> None:
 
 
 def percent_used(row: Wallet) -> float:
-    """Spent as a percentage of the budget; with no budget set, any spend counts as the whole of it."""
+    """Spent as a percentage of the budget, at most `MAX_PERCENT`; with no budget set, any spend counts as the
+    whole of it."""
     budget, spent = float(row.budget), float(row.spent)
     if budget > 0:
-        return round(spent / budget * 100, 2)
+        percent = spent / budget * 100
+        return round(percent, 2) if math.isfinite(percent) and percent < MAX_PERCENT else MAX_PERCENT
     return 0.0 if spent == 0 else 100.0

@@ -72,3 +72,12 @@ def test_wallet_defaults_and_put(api):
     assert result.json == {**result.json, "budget": 200.0, "spent": 50.0, "percent_used": 25.0, "locked": False}
     assert api.put("/api/v1/wallet", json={"budget": 200}).status_code == 422
     assert api.get("/api/v1/wallet").json["budget"] == 200.0
+
+
+def test_a_tiny_budget_gives_a_finite_percentage(api):
+    # Found by the schemathesis run: 5 spent of a 1e-308 budget made percent_used infinite, sent as the
+    # bare word Infinity, which is not JSON.
+    result = api.put("/api/v1/wallet", json={"budget": 1.1125369292536007e-308, "spent": 5.0, "locked": False})
+    assert result.status_code == 200
+    assert result.json["percent_used"] == 1_000_000.0
+    assert "Infinity" not in result.text

@@ -296,6 +296,14 @@ def test_bad_decision_queries_are_400_naming_the_parameter(board, query):
     assert result.json["errors"][0]["path"] == query[1:].split("=")[0]
 
 
+@pytest.mark.parametrize("since", ["0001-01-01T00:00:00%2B00:05", "9999-12-31T23:59:59-01:00"])
+def test_a_since_outside_the_representable_range_is_400_not_a_crash(board, since):
+    # Found by a randomized schemathesis run: converting such a timestamp to UTC overflowed (a 500).
+    result = board.get("/api/v1/router/decisions?since=" + since)
+    assert result.status_code == 400
+    assert result.json["errors"][0]["path"] == "since"
+
+
 def test_decisions_page_newest_first_with_a_keyset_cursor(board):
     envelope = example(MAPPING + "4-poller-dispatch-requested.json")
     for i in range(7):

@@ -36,6 +36,7 @@ class FakeDiscord:
         bucket_limit: int = 5,
         bucket_seconds: float = 2.0,
         per_minute: int = 30,
+        port: int = 0,
     ):
         self.clock = clock or (lambda: datetime.now(UTC))
         self.webhook_id = webhook_id
@@ -51,7 +52,8 @@ class FakeDiscord:
         self._minute: deque[datetime] = deque()
         self._lock = threading.Lock()
         self._next_id = 1_300_000_000_000_000_000
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        # A fixed `port` lets a test point the service at the address before anything listens there.
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -93,6 +95,11 @@ class FakeDiscord:
         """Script the next `times` answers: `status` (None: answer normally, after `delay` seconds)."""
         for _ in range(times):
             self._script.append({"status": status, "body": body, "headers": headers or {}, "delay": delay})
+
+    def answer_normally(self) -> None:
+        """Drop the scripted answers not yet given: from now on, answer as Discord does."""
+        with self._lock:
+            self._script.clear()
 
     def contents(self) -> list[str]:
         with self._lock:

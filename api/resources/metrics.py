@@ -1,0 +1,31 @@
+"""GET /metrics: the Prometheus text exposition (see api/metrics.py), behind basic credentials."""
+
+from __future__ import annotations
+
+import falcon
+
+from api.metrics import CONTENT_TYPE, Metrics
+from api.operations import Operation
+
+
+class MetricsPage:
+    operations = {
+        "GET": Operation(
+            "Metrics in the Prometheus text format 0.0.4: this process's requests; the outbox, decisions and "
+            "agent runs from the database",
+            responses={200: None},
+            tags=("service",),
+            content_type="text/plain",
+        ),
+    }
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = CONTENT_TYPE
+        resp.text = self.metrics.exposition()
+
+
+def routes(services) -> list[tuple[str, object]]:
+    return [("/metrics", MetricsPage(services.metrics))]
