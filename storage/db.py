@@ -71,7 +71,8 @@ def open_database(url: str, *, max_connections: int = 32) -> SqliteDatabase | Po
 
 
 def bind(database: SqliteDatabase | PostgresqlDatabase) -> None:
-    """Point every model at `database`."""
+    """Point every model at `database` (the old database's writer thread finishes its batch first)."""
+    _stop_group_commit()
     db.initialize(database)
 
 
@@ -107,6 +108,10 @@ def transaction() -> Iterator[None]:
         yield
 
 
+class GroupCommitClosed(RuntimeError):
+    """The group commit was replaced (the database was rebound); the caller submits to the new one."""
+
+
 class GroupCommit:
     """SQLite's group commit: one writer thread runs the units of work that are waiting, one after another in
     one transaction (each in its own savepoint), and answers them all after a single commit.
@@ -122,6 +127,8 @@ class GroupCommit:
     def __init__(self, database: SqliteDatabase):
         self.database = database
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="sqlite-group-commit", daemon=True)
         self._thread.start()
 
@@ -131,11 +138,20 @@ class GroupCommit:
 
     def submit(self, fn: Callable[[], T]) -> T:
         done: Future = Future()
-        self._queue.put((fn, done))
+        with self._lock:  # nothing is queued behind the stop sentinel, so nothing waits forever
+            if self._closed:
+                raise GroupCommitClosed
+            self._queue.put((fn, done))
         return done.result()
 
-    def stop(self) -> None:
-        self._queue.put(None)
+    def stop(self, *, wait: bool = True) -> None:
+        """Finish what is queued, then end the writer thread (and close its connection)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(None)
+        if wait and threading.current_thread() is not self._thread:
+            self._thread.join()
 
     def _loop(self) -> None:
         while True:
@@ -166,8 +182,12 @@ class GroupCommit:
                         with self.database.atomic():  # a savepoint: a failing unit takes only itself back
                             outcomes.append((done, fn(), None))
                     except BaseException as exc:  # handed to the caller, who raises it
+                        if not self.database.connection().in_transaction:
+                            # SQLite ended the whole transaction itself (disk full, I/O error): the units before
+                            # this one are gone too, and the ones after would commit on their own. Fail them all.
+                            raise
                         outcomes.append((done, None, exc))
-        except BaseException as exc:  # BEGIN or COMMIT failed: nothing in this batch happened
+        except BaseException as exc:  # BEGIN or COMMIT failed, or the transaction was lost: nothing happened
             for _, done in batch:
                 done.set_exception(exc)
             return
@@ -187,24 +207,37 @@ def _group_commit() -> GroupCommit:
     with _group_lock:
         if _group is None or _group.database is not db.obj:
             if _group is not None:
-                _group.stop()
+                _group.stop(wait=False)
             _group = GroupCommit(db.obj)
         return _group
 
 
-def write(fn: Callable[[], T]) -> T:
-    """Run `fn` in a write transaction and return what it returned, once that is committed.
+def _stop_group_commit() -> None:
+    global _group
+    with _group_lock:
+        group, _group = _group, None
+    if group is not None:
+        group.stop()
 
-    On SQLite, concurrent callers share commits (see `GroupCommit`); on PostgreSQL, which groups commits
-    itself, `fn` runs in this thread and opens its own transactions. Inside a transaction already (or on the
+
+def write(fn: Callable[[], T]) -> T:
+    """Run `fn`, a unit of work that opens its own `transaction()`, and return its result once committed.
+
+    On SQLite, concurrent callers share commits: `fn` runs on the writer thread inside the group's transaction,
+    where its own `transaction()` is a savepoint (see `GroupCommit`). On PostgreSQL, which groups commits itself,
+    `fn` runs in this thread and its `transaction()` is a real one. Inside a transaction already (or on the
     writer thread itself) `fn` simply runs there, as part of it.
     """
     if isinstance(db.obj, PostgresqlDatabase) or db.in_transaction():
         return fn()
-    group = _group_commit()
-    if threading.current_thread() is group.thread:
-        return fn()
-    return group.submit(fn)
+    while True:
+        group = _group_commit()
+        if threading.current_thread() is group.thread:
+            return fn()
+        try:
+            return group.submit(fn)
+        except GroupCommitClosed:
+            continue  # the database was rebound while we got here: submit to the new writer
 
 
 def ping() -> tuple[bool, str]:
