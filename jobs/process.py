@@ -22,8 +22,8 @@ import schedule
 from jobs import runs
 from jobs.delivery import OutboxDeliverer
 from jobs.schedules import AGENTS, AgentSchedule
+from storage import job_state
 from storage.db import connection, transaction
-from storage.models import JobState
 from svc.clock import Clock
 
 log = logging.getLogger("svc.jobs")
@@ -33,7 +33,6 @@ ON_TIME = timedelta(minutes=5)
 TICK_SECONDS = 20
 DRAIN_SECONDS = 2
 HEARTBEAT_SECONDS = 15
-HEARTBEAT_JOB = "jobs-heartbeat"
 
 Job = Callable[[runs.Trigger], Any]
 
@@ -87,11 +86,10 @@ class JobsProcess:
     def due(self, now: datetime | None = None) -> list[DueRun]:
         now = now or self.clock()
         with connection():
-            states = {s.job: s for s in JobState.select().where(JobState.job.in_(list(self.schedules)))}
+            last = job_state.last_slots(list(self.schedules))
         found = []
         for agent_id, plan in self.schedules.items():
-            state = states.get(agent_id)
-            run = due_slot(plan, state.last_slot if state else None, now)
+            run = due_slot(plan, last.get(agent_id), now)
             if run is not None:
                 found.append(run)
         return found
@@ -100,15 +98,7 @@ class JobsProcess:
         """Take `run` for this process; False when another process already ran (or is running) that slot."""
         now = self.clock()
         with connection(), transaction():
-            JobState.insert(job=run.agent_id).on_conflict_ignore().execute()
-            taken = (
-                JobState.update(last_slot=run.slot, last_started_at=now, lease_owner=self.owner)
-                .where(
-                    (JobState.job == run.agent_id) & (JobState.last_slot.is_null() | (JobState.last_slot < run.slot))
-                )
-                .execute()
-            )
-        return taken == 1
+            return job_state.claim(run.agent_id, run.slot, owner=self.owner, at=now)
 
     def run_due(self) -> list[str]:
         """Run every job due now (each claimed first); return the agent ids that ran here."""
@@ -147,7 +137,7 @@ class JobsProcess:
                 )
         finally:
             with connection(), transaction():
-                JobState.update(last_finished_at=self.clock()).where(JobState.job == run.agent_id).execute()
+                job_state.finished(run.agent_id, at=self.clock())
 
     def drain(self) -> int:
         return self.deliverer.drain() if self.deliverer is not None else 0
@@ -155,8 +145,7 @@ class JobsProcess:
     def heartbeat(self) -> None:
         now = self.clock()
         with connection(), transaction():
-            JobState.insert(job=HEARTBEAT_JOB).on_conflict_ignore().execute()
-            JobState.update(last_started_at=now, lease_owner=self.owner).where(JobState.job == HEARTBEAT_JOB).execute()
+            job_state.beat(owner=self.owner, at=now)
 
     # -- the loop -----------------------------------------------------------------------------------------
 
@@ -196,7 +185,5 @@ class JobsProcess:
 
 def heartbeat_age(now: datetime) -> float | None:
     """Seconds since any jobs process last beat, or None if none ever did."""
-    row = JobState.get_or_none(JobState.job == HEARTBEAT_JOB)
-    if row is None or row.last_started_at is None:
-        return None
-    return (now - row.last_started_at).total_seconds()
+    last = job_state.last_beat()
+    return None if last is None else (now - last).total_seconds()

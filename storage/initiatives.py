@@ -33,7 +33,12 @@ def update(initiative_id: str, changes: dict[str, Any], *, at: datetime) -> bool
 def page(*, limit: int, cursor: str | None = None) -> tuple[list[Initiative], str | None]:
     query = Initiative.select()
     if cursor:
-        (after,) = decode_cursor(cursor, 1)
+        (after,) = decode_cursor(cursor, str)
         query = query.where(Initiative.id > after)
     rows = list(query.order_by(Initiative.id).limit(limit + 1))
     return page_of(rows, limit, lambda i: [i.id])
+
+
+def stages() -> dict[str, str]:
+    """Every initiative's stage, by id."""
+    return dict(Initiative.select(Initiative.id, Initiative.stage).tuples())

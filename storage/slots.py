@@ -111,3 +111,8 @@ def count_claimed_in_stages(stages: list[str], *, excluding_ticket: str | None =
         sql += ' AND c."ticket_key" <> ?'
         params.append(excluding_ticket)
     return statements.scalar(("claimed_in_stages", len(stages), excluding_ticket is not None), sql, params) or 0
+
+
+def claiming_tickets() -> set[str]:
+    """The keys of the tickets that hold a slot."""
+    return {key for (key,) in SlotClaim.select(SlotClaim.ticket).tuples()}

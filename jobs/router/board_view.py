@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from storage import decisions, initiatives, slots, tickets, wallet
-from storage.models import Initiative, SlotClaim, Ticket
 from svc.clock import iso
 
 # Stages in which a ticket holding a slot counts against the fleet.
@@ -134,18 +132,12 @@ class SnapshotBoardView:
     def from_database(cls, *, now: datetime) -> SnapshotBoardView:
         """The live board, read once (call inside a connection)."""
         view = cls(
-            tickets={
-                row.key: TicketState(row.key, row.stage, row.initiative_id)
-                for row in Ticket.select(Ticket.key, Ticket.stage, Ticket.initiative).iterator()
-            },
-            initiatives={row.id: row.stage for row in Initiative.select(Initiative.id, Initiative.stage)},
+            tickets={key: TicketState(key, stage, initiative) for key, stage, initiative in tickets.stages()},
+            initiatives=initiatives.stages(),
             locked=bool(wallet.get().locked),
         )
-        holders: Iterable[SlotClaim] = SlotClaim.select(SlotClaim.ticket)
         view.fleet_holders = {
-            claim.ticket_id
-            for claim in holders
-            if claim.ticket_id in view.tickets and view.tickets[claim.ticket_id].stage in FLEET_STAGES
+            key for key in slots.claiming_tickets() if key in view.tickets and view.tickets[key].stage in FLEET_STAGES
         }
         for key, times in decisions.fixer_dispatch_times_since(now - RETRY_WINDOW).items():
             view.fixer_ledger[key] = deque(times)

@@ -137,3 +137,20 @@ def test_replay_without_a_board_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'empty.sqlite3'}")
     assert main(["replay", str(HISTORY)]) == 2
     assert "cannot read the board" in capsys.readouterr().err
+
+
+def test_a_saved_snapshot_knows_which_tickets_hold_a_slot_in_the_fleet(
+    app_factory, config_factory, database_url, monkeypatch, capsys, tmp_path
+):
+    api = ApiClient(
+        app_factory(config_factory()), basic="admin:correct-horse-battery", ci_secret="test-ci-secret-0123456789abcdef"
+    )
+    seed_board(api, tickets={"PORT-15": "execute", "PORT-16": "queued"})
+    assert api.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-15"}).status_code == 200
+    assert api.post("/api/v1/slots/bay-2/claim", json={"ticket": "PORT-16"}).status_code == 200
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("SVC_DATA_DIR", str(tmp_path))
+    snapshot = tmp_path / "board.json"
+    assert main(["replay", "--save-snapshot", str(snapshot)]) == 0
+    # Only a slot held in execute or ci counts against the fleet of one.
+    assert json.loads(snapshot.read_text())["fleet_holders"] == ["PORT-15"]
