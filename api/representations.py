@@ -6,9 +6,10 @@ from typing import Any
 
 from storage import wallet as storage_wallet
 from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
+from svc.automation import AutomationState
 from svc.board import SlotView
 from svc.clock import iso
-from svc.writing import AutomationState, Report
+from svc.writing import Report
 
 
 def ticket(row: Ticket) -> dict[str, Any]:

@@ -6,7 +6,7 @@ the network) and each validator is built once, with format checking on.
 
 Two validators are built from each file. A compiled one (fastjsonschema) decides, on every request, whether a
 document conforms; only when it does not is the reference validator (jsonschema) asked for the violations,
-each located by JSON pointer. A test holds the two to the same verdict on every example.
+each located by JSON pointer, and its verdict stands. A test holds the two to the same verdict on every example.
 """
 
 from __future__ import annotations
@@ -154,9 +154,9 @@ def violations(name: str, document: Any) -> list[Violation]:
     """Every way `document` breaks schema `name`, in document order; empty when it conforms."""
     if conforms(name, document):
         return []
-    found = explain(name, document)
-    # The two validators agree on every example (tested); should they ever differ, fail closed, still located.
-    return found or [Violation("", "does not conform to the contract")]
+    # The reference validator has the last word: should the compiled one ever be stricter than JSON Schema, the
+    # document conforms after all (the two agree on every example and near miss the tests try).
+    return explain(name, document)
 
 
 def explain(name: str, document: Any) -> list[Violation]:

@@ -76,6 +76,9 @@ def wipe(slot: str, *, command: tuple[str, ...] | None, timeout: float) -> WipeR
             raw, _ = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:  # a grandchild outside the group still holds the pipe
             raw = b""
+            proc.stdout.close()
+            proc.kill()
+            proc.wait()
     elapsed = round((time.monotonic() - started) * 1000, 1)
     output = _tail(raw or b"")
     code = proc.returncode

@@ -29,12 +29,12 @@ from jobs.pulse import (
 )
 from jobs.runs import Trigger
 from jobs.steward import RECLAIM_AGENT, BayReport, BayWipes, IdleReclaim, SlotSteward, Wiper
-from machines.automation import DEFAULT_ENABLED
 from machines.stages import STAGES
-from storage import settings, slots, tickets, timeline, wallet
+from storage import slots, tickets, timeline, wallet
 from storage.db import connection
 from storage.models import Ticket, Wallet
-from svc.automation import SETTING_KEY as AUTOMATION_KEY
+from svc import automation
+from svc.automation import AutomationState
 from svc.board import Board, SlotView
 from svc.clock import Clock
 from svc.config import Config
@@ -56,7 +56,7 @@ class Snapshot:
     stuck: int
     needs_you: list[Ticket]
     agents: list[agents_strip.AgentStatus]
-    automation: dict[str, Any]
+    automation: AutomationState
     slots: list[SlotView]
     wallet: Wallet
     staging_configured: bool
@@ -153,12 +153,6 @@ class OpsAgents:
         with connection():
             now = self.clock()
             counts = dict.fromkeys(STAGES, 0) | tickets.counts_by_stage()
-            setting = settings.get(AUTOMATION_KEY)
-            automation = {
-                "enabled": bool(setting.value.get("enabled", DEFAULT_ENABLED)) if setting else DEFAULT_ENABLED,
-                "updated_at": setting.updated_at if setting else None,
-                "updated_by": setting.updated_by if setting else None,
-            }
             return Snapshot(
                 generated_at=now,
                 health=service_health(now),
@@ -167,7 +161,7 @@ class OpsAgents:
                 stuck=count_stuck(self.config, now),
                 needs_you=self.board.needs_you_list(limit=50),
                 agents=agents_strip.strip(now),
-                automation=automation,
+                automation=automation.state(),
                 slots=[SlotView(slot, claim) for slot, claim in slots.all_with_claims()],
                 wallet=wallet.get(),
                 staging_configured=self.config.staging_url is not None,

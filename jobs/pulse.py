@@ -18,7 +18,7 @@ from jobs import runs
 from jobs.process import HEARTBEAT_SECONDS, heartbeat_age
 from jobs.runs import Trigger
 from jobs.steward import BayReport, SlotSteward
-from machines.stages import LIVE_STAGES, WRITING_TICKET_KEY
+from machines.stages import LIVE_STAGES
 from storage import outbox, settings, tickets, wallet
 from storage.db import connection, ping, transaction
 from storage.models import AgentRun, Ticket
@@ -101,9 +101,7 @@ def service_health(now: datetime) -> dict[str, dict[str, Any]]:
     return checks
 
 
-def hidden_from_needs_you() -> tuple[str, ...]:
-    """The writing ticket leaves the Needs-you list while writing automation is off."""
-    return () if automation.is_enabled() else (WRITING_TICKET_KEY,)
+hidden_from_needs_you = automation.hidden_from_needs_you
 
 
 def stuck_before(config: Config, now: datetime) -> datetime:

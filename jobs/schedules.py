@@ -118,9 +118,6 @@ class AgentSchedule:
         assert self.every is not None
         return f"every {int(self.every.total_seconds() // 60)} minutes"
 
-    def last_due(self, now: datetime) -> datetime | None:
-        return self.cron.previous(now) if self.cron is not None else None
-
     def next_due(self, now: datetime, last_run_at: datetime | None) -> datetime:
         if self.cron is not None:
             return self.cron.next_after(now)

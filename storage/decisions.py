@@ -47,7 +47,7 @@ def page(
     if since is not None:
         query = query.where(RouterDecision.evaluated_at >= since)
     if cursor:
-        (before,) = decode_cursor(cursor, 1)
+        (before,) = decode_cursor(cursor, int)
         query = query.where(RouterDecision.id < before)
     rows = list(query.order_by(RouterDecision.id.desc()).limit(limit + 1))
     return page_of(rows, limit, lambda d: [d.id])

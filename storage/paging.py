@@ -19,16 +19,25 @@ def encode_cursor(values: list[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, arity: int) -> list[Any]:
+# Row ids are 64-bit integers on both databases; a larger number would overflow in the driver.
+_ID_RANGE = range(-(2**63), 2**63)
+
+
+def decode_cursor(cursor: str, *kinds: type) -> list[Any]:
+    """The values of a cursor made by `encode_cursor`, one of each of `kinds` (`int` ids, `str` keys).
+
+    Anything else — a cursor cut short, made by hand, or for another list — is `InvalidCursor` (a 400).
+    """
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         values = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (ValueError, TypeError) as exc:
         raise InvalidCursor("cursor is not one this service issued") from exc
-    if not isinstance(values, list) or len(values) != arity:
+    if not isinstance(values, list) or len(values) != len(kinds):
         raise InvalidCursor("cursor is not one this service issued")
-    if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values):
-        raise InvalidCursor("cursor is not one this service issued")
+    for value, kind in zip(values, kinds, strict=True):
+        if type(value) is not kind or (kind is int and value not in _ID_RANGE) or (kind is str and "\x00" in value):
+            raise InvalidCursor("cursor is not one this service issued")
     return values
 
 

@@ -10,6 +10,7 @@ from storage.db import transaction
 _EMPTIED = (
     models.AcceptedEvent,
     models.RouterDecision,
+    models.StageCount,
     models.SlotClaim,
     models.TimelineEntry,
     models.Ticket,

@@ -39,7 +39,7 @@ def page(*, agent_id: str | None, limit: int, cursor: str | None = None) -> tupl
     if agent_id is not None:
         query = query.where(AgentRun.agent_id == agent_id)
     if cursor:
-        (before,) = decode_cursor(cursor, 1)
+        (before,) = decode_cursor(cursor, int)
         query = query.where(AgentRun.id < before)
     rows = list(query.order_by(AgentRun.id.desc()).limit(limit + 1))
     return page_of(rows, limit, lambda r: [r.id])

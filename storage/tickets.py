@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -82,20 +83,26 @@ def page(
     stage: str | None = None,
     initiative_id: str | None = None,
     needs_you: bool | None = None,
-    exclude_keys: tuple[str, ...] = (),
+    shown_as_not_needing: tuple[str, ...] = (),
 ) -> tuple[list[Ticket], str | None]:
-    """Tickets ordered by key, filtered; keyset-paged."""
+    """Tickets ordered by key, filtered; keyset-paged. `shown_as_not_needing` are keys stored as needing
+    someone that the list shows as not (the writing ticket while automation is off)."""
     query = Ticket.select()
     if stage is not None:
         query = query.where(Ticket.stage == stage)
     if initiative_id is not None:
         query = query.where(Ticket.initiative == initiative_id)
-    if needs_you is not None:
-        query = query.where(Ticket.needs_you == needs_you)
-    if exclude_keys:
-        query = query.where(Ticket.key.not_in(list(exclude_keys)))
+    if needs_you is True:
+        query = query.where(Ticket.needs_you == True)  # noqa: E712 (a peewee expression)
+        if shown_as_not_needing:
+            query = query.where(Ticket.key.not_in(list(shown_as_not_needing)))
+    elif needs_you is False:
+        condition = Ticket.needs_you == False  # noqa: E712
+        if shown_as_not_needing:
+            condition |= Ticket.key.in_(list(shown_as_not_needing))
+        query = query.where(condition)
     if cursor:
-        (after,) = decode_cursor(cursor, 1)
+        (after,) = decode_cursor(cursor, str)
         query = query.where(Ticket.key > after)
     rows = list(query.order_by(Ticket.key).limit(limit + 1))
     return page_of(rows, limit, lambda t: [t.key])
@@ -187,3 +194,8 @@ def existing_keys(keys: set[str]) -> set[str]:
     if not keys:
         return set()
     return {row.key for row in Ticket.select(Ticket.key).where(Ticket.key.in_(sorted(keys)))}
+
+
+def stages() -> Iterator[tuple[str, str, str]]:
+    """(key, stage, initiative id) of every ticket, streamed (a replay reads the whole board once)."""
+    return Ticket.select(Ticket.key, Ticket.stage, Ticket.initiative).tuples().iterator()

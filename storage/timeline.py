@@ -27,7 +27,7 @@ def newest(ticket_key: str, count: int) -> list[TimelineEntry]:
 def page(ticket_key: str, *, limit: int, cursor: str | None = None) -> tuple[list[TimelineEntry], str | None]:
     query = TimelineEntry.select().where(TimelineEntry.ticket == ticket_key)
     if cursor:
-        (before,) = decode_cursor(cursor, 1)
+        (before,) = decode_cursor(cursor, int)
         query = query.where(TimelineEntry.id < before)
     rows = list(query.order_by(TimelineEntry.id.desc()).limit(limit + 1))
     return page_of(rows, limit, lambda e: [e.id])

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from machines import ticket as ticket_machine
-from machines.stages import FINAL_STAGES, STAGES, WRITING_TICKET_KEY, needs_you
+from machines.stages import FINAL_STAGES, STAGES, needs_you
 from storage import initiatives, outbox, slots, tickets, timeline, wallet
 from storage.models import Initiative, Slot, SlotClaim, Ticket, TimelineEntry, Wallet
 from svc import automation, units
@@ -112,20 +112,20 @@ class Board:
         initiative_id: str | None,
         needs_you: bool | None,
     ) -> tuple[list[Ticket], str | None]:
-        hidden = self._hidden_from_needs_you() if needs_you else ()
+        # A hidden ticket is stored as needing someone but shown as not, so it belongs under needs_you=false.
         rows, after = tickets.page(
             limit=limit,
             cursor=cursor,
             stage=stage,
             initiative_id=initiative_id,
             needs_you=needs_you,
-            exclude_keys=hidden,
+            shown_as_not_needing=automation.hidden_from_needs_you() if needs_you is not None else (),
         )
         return self._shown_all(rows), after
 
     def needs_you_list(self, *, limit: int = 50) -> list[Ticket]:
         """The Needs-you list as people read it: oldest first."""
-        rows = tickets.needs_you_oldest_first(limit=limit, exclude_keys=self._hidden_from_needs_you())
+        rows = tickets.needs_you_oldest_first(limit=limit, exclude_keys=automation.hidden_from_needs_you())
         return self._shown_all(rows)
 
     def columns(self, *, per_stage: int = 30) -> dict[str, tuple[list[Ticket], int]]:
@@ -157,7 +157,8 @@ class Board:
                     event="move",
                 )
             ticket_machine.fire(row, event)
-            row.waiting_on = body.get("waiting_on")
+            # A finished ticket waits on no one; it would otherwise sit on Needs-you for good.
+            row.waiting_on = None if row.stage in FINAL_STAGES else body.get("waiting_on")
             return event
 
         return self._change_stage(key, step, kind="stage_changed", actor=actor, reason=body.get("reason"))
@@ -198,19 +199,11 @@ class Board:
 
     # -- Needs-you and the writing toggle --------------------------------------------------------------
 
-    def _hidden_from_needs_you(self) -> tuple[str, ...]:
-        return () if automation.is_enabled() else (WRITING_TICKET_KEY,)
-
     def _shown(self, row: Ticket) -> Ticket:
-        return self._shown_all([row])[0]
+        return automation.shown([row])[0]
 
     def _shown_all(self, rows: list[Ticket]) -> list[Ticket]:
-        """Apply the one Needs-you rule that depends on a setting: the writing ticket hides while automation is off."""
-        if any(r.key == WRITING_TICKET_KEY for r in rows) and not automation.is_enabled():
-            for r in rows:
-                if r.key == WRITING_TICKET_KEY:
-                    r.needs_you = False
-        return rows
+        return automation.shown(rows)
 
     # -- initiatives ---------------------------------------------------------------------------------------
 

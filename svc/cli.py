@@ -119,11 +119,9 @@ def run(args: argparse.Namespace) -> int:
     import threading
     import time
 
-    config = server_config(args)  # generates credentials once, before the child reads them
-    from storage import db, migrations
-
-    db.bind(db.open_database(config.database_url))
-    migrations.migrate()
+    # Credentials are generated once, here, before the child reads them. Both processes migrate the schema on
+    # start; the migration lock makes that safe.
+    config = server_config(args)
     stopping = threading.Event()
     child: list[subprocess.Popen] = []
 

@@ -18,7 +18,10 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 class JSONFormatter(logging.Formatter):
     def __init__(self, secrets: tuple[str, ...] = ()):
         super().__init__()
-        self.secrets = tuple(s for s in secrets if s)
+        # The line is redacted after JSON encoding, where a secret with a quote, a backslash or non-ASCII
+        # characters appears escaped: look for that form too.
+        escaped = (json.dumps(s)[1:-1] for s in secrets if s)
+        self.secrets = tuple(dict.fromkeys([*(s for s in secrets if s), *escaped]))
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {

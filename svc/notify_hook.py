@@ -199,7 +199,10 @@ def _call(
         for attempt in range(1, max(attempts, 1) + 1):
             pause = backoff * 2 ** (attempt - 1)
             try:
-                response = session.request(method, url, json=body, headers=all_headers, timeout=timeout)
+                # Never follow a redirect: requests would carry the X-Svc-CI-Secret header to wherever it points.
+                response = session.request(
+                    method, url, json=body, headers=all_headers, timeout=timeout, allow_redirects=False
+                )
             except requests.Timeout:
                 problem = f"no answer within {timeout[1]:g}s"
             except requests.ConnectionError:

@@ -21,6 +21,7 @@ from machines.stages import WRITING_TICKET_KEY
 from storage import initiatives, runs, settings, tickets, timeline
 from storage.models import AgentRun, Ticket, TimelineEntry
 from svc import automation, chat, idempotency, units
+from svc.automation import AutomationState
 from svc.board import Board, StageChange, apply_stage_change
 from svc.clock import Clock
 from svc.config import Config
@@ -46,13 +47,6 @@ class Report:
     receipt: TimelineEntry
     run: AgentRun
     chat_queued: bool
-
-
-@dataclass(frozen=True)
-class AutomationState:
-    enabled: bool
-    updated_at: datetime | None
-    updated_by: str | None
 
 
 @dataclass
@@ -216,18 +210,12 @@ class WritingAgent:
         return tickets.get(WRITING_TICKET_KEY, for_update=True), True
 
     def _shown(self, row: Ticket) -> Ticket:
-        # The board's one setting-dependent Needs-you rule: the writing ticket hides while automation is off.
-        if not automation.is_enabled():
-            row.needs_you = False
-        return row
+        return automation.shown([row])[0]
 
     # -- the automation toggle ------------------------------------------------------------------------------
 
     def automation(self) -> AutomationState:
-        row = settings.get(automation.SETTING_KEY)
-        if row is None:
-            return AutomationState(automation_machine.DEFAULT_ENABLED, None, None)
-        return AutomationState(automation.is_enabled(), row.updated_at, row.updated_by)
+        return automation.state()
 
     def set_automation(self, enabled: bool, *, actor: str) -> AutomationState:
         """Turn writing automation on or off; a change is audited on the `WRITING-DAILY` timeline.
@@ -236,6 +224,10 @@ class WritingAgent:
         """
 
         def work() -> AutomationState:
+            # The writing ticket's row lock (PostgreSQL) comes first, so two toggles at once take turns and only
+            # the one that changes the setting writes an audit entry. (Before the ticket exists, two first toggles
+            # collide on creating it, and the retried one finds the setting already changed.)
+            tickets.get(WRITING_TICKET_KEY, for_update=True)
             current = self.automation()
             toggle = _Toggle("enabled" if current.enabled else "disabled")
             was, now_enabled = automation_machine.switch(toggle, enabled)

@@ -137,7 +137,8 @@ class OpsSnapshot:
         with self._lock:
             now = self.clock()
             rendered = self._rendered
-            if rendered is None or (now - rendered[0]).total_seconds() >= self.max_age:
+            age = (now - rendered[0]).total_seconds() if rendered is not None else None
+            if age is None or not 0 <= age < self.max_age:  # a clock stepped back also renders anew
                 rendered = (now, json.dumps(snapshot(self.ops.snapshot())).encode())
                 self._rendered = rendered if self.max_age > 0 else None
         resp.content_type = falcon.MEDIA_JSON
@@ -155,9 +156,9 @@ def snapshot(s: Snapshot) -> dict[str, Any]:
         "needs_you": [representations.ticket(t) for t in s.needs_you],
         "agents": [agent_row(a) for a in s.agents],
         "automation": {
-            "enabled": s.automation["enabled"],
-            "updated_at": iso(s.automation["updated_at"]),
-            "updated_by": s.automation["updated_by"],
+            "enabled": s.automation.enabled,
+            "updated_at": iso(s.automation.updated_at),
+            "updated_by": s.automation.updated_by,
         },
         "slots": [representations.slot(v) for v in s.slots],
         "wallet": representations.wallet(s.wallet),

@@ -196,3 +196,16 @@ def test_with_max_age_zero_every_request_renders_the_snapshot(api):
     assert api.get("/api/v1/ops/snapshot").json["counts"]["by_stage"]["agreement"] == 0
     api.post("/api/v1/tickets", json={"key": "PORT-1", "initiative_id": "port", "title": "t"})
     assert api.get("/api/v1/ops/snapshot").json["counts"]["by_stage"]["agreement"] == 1
+
+
+def test_a_clock_stepped_back_renders_the_snapshot_anew(app_factory, config_factory, clock):
+    from testclient import ApiClient
+
+    api = ApiClient(
+        app_factory(config_factory(snapshot_max_age=30.0)),
+        basic="admin:correct-horse-battery",
+        ci_secret="test-ci-secret-0123456789abcdef",
+    )
+    first = api.get("/api/v1/ops/snapshot").json
+    clock.advance(minutes=-10)
+    assert api.get("/api/v1/ops/snapshot").json["generated_at"] < first["generated_at"]

@@ -155,3 +155,28 @@ def test_the_writing_ticket_cannot_be_created_then_moved_by_hand(api, initiative
     result = api.post("/api/v1/tickets/WRITING-DAILY/move", json={"to": "execute"})
     assert result.status_code == 409
     assert "notify" in result.json["detail"]
+
+
+@pytest.mark.parametrize(
+    ("path", "values"),
+    [
+        ("/api/v1/tickets", [7]),  # a number where a key belongs
+        ("/api/v1/agents/runs", [10**20]),  # beyond a 64-bit id
+        ("/api/v1/agents/runs", ["12"]),  # text where an id belongs
+        ("/api/v1/router/decisions", [1, 2]),  # the wrong length
+        ("/api/v1/tickets", ["PORT-1\x00"]),
+    ],
+)
+def test_a_hand_made_cursor_is_400_not_500(api, path, values):
+    from storage.paging import encode_cursor
+
+    result = api.get(f"{path}?cursor={encode_cursor(values)}")
+    assert result.status_code == 400
+    assert result.json["errors"][0]["path"] == "cursor"
+
+
+def test_a_ticket_moved_to_done_waits_on_no_one(api, initiative):
+    create(api, stage="ship")
+    moved = api.post("/api/v1/tickets/PORT-1/move", json={"to": "done", "waiting_on": "agent"}).json
+    assert moved["stage"] == "done" and moved["waiting_on"] is None and moved["needs_you"] is False
+    assert api.get("/api/v1/tickets?needs_you=true").json["tickets"] == []

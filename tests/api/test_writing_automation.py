@@ -116,3 +116,13 @@ def test_the_config_says_so_when_the_site_url_is_unset(api):
 def test_the_poll_schedule_given_out_is_the_one_the_agents_strip_monitors(api):
     strip = {a["agent_id"]: a for a in api.get("/api/v1/agents").json["agents"]}
     assert api.get(CONFIG, auth="ci").json["poll_schedule"] == strip["writing-daily"]["schedule"]
+
+
+def test_while_automation_is_off_the_writing_ticket_lists_as_not_needing_anyone(api):
+    api.post("/api/v1/agents/writing/notify", auth="ci", json={"status": "BACKFILL_READY"})
+    api.post("/api/v1/agents/writing/automation", json={"enabled": False})
+    not_needing = [t["key"] for t in api.get("/api/v1/tickets?needs_you=false").json["tickets"]]
+    assert "WRITING-DAILY" in not_needing
+    assert "WRITING-DAILY" not in [t["key"] for t in api.get("/api/v1/tickets?needs_you=true").json["tickets"]]
+    api.post("/api/v1/agents/writing/automation", json={"enabled": True})
+    assert "WRITING-DAILY" not in [t["key"] for t in api.get("/api/v1/tickets?needs_you=false").json["tickets"]]

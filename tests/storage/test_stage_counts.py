@@ -53,3 +53,13 @@ def test_recount_rebuilds_them(api, db_session):
     assert tickets.counts_by_stage() == {"agreement": 1}
     tickets.recount()
     assert tickets.counts_by_stage() == {"done": 1}
+
+
+def test_emptying_the_database_empties_the_counts(api):
+    from storage import reset
+
+    api.post("/api/v1/initiatives", json={"id": "port", "name": "Port"})
+    api.post("/api/v1/tickets", json={"key": "PORT-1", "initiative_id": "port", "title": "t"})
+    with connection():
+        reset.empty()
+    assert maintained() == {}

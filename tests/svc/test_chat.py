@@ -12,3 +12,24 @@ def test_long_content_is_cut_to_the_limit_and_marked():
 
 def test_empty_content_still_makes_a_valid_message():
     assert chat.fit("   ") == "(empty message)"
+
+
+def test_log_redaction_finds_secrets_however_json_escaped_them():
+    import io
+    import json
+    import logging
+
+    from svc.logs import JSONFormatter
+
+    secret = 'pa"ss\\wörd-0123456789'
+    handler = logging.StreamHandler(stream := io.StringIO())
+    handler.setFormatter(JSONFormatter((secret,)))
+    logger = logging.getLogger("test.redaction")
+    logger.addHandler(handler)
+    try:
+        logger.warning("refused %s", secret)
+    finally:
+        logger.removeHandler(handler)
+    line = stream.getvalue()
+    assert json.dumps(secret)[1:-1] not in line and secret not in line
+    assert "[redacted]" in line

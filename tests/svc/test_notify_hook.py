@@ -179,3 +179,15 @@ def test_the_hook_depends_on_nothing_but_the_standard_library_and_requests():
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(node.module.split(".")[0])
     assert imported - sys.stdlib_module_names == {"requests"}
+
+
+def test_a_redirect_is_not_followed_so_the_secret_goes_nowhere_else(service):
+    elsewhere = StandIn()
+    try:
+        service.then(307, headers={"Location": elsewhere.base + "/collect"})
+        with pytest.raises(HookError):
+            send(service, attempts=1)
+        assert elsewhere.seen == []  # the secret never reached the other host
+    finally:
+        elsewhere.server.shutdown()
+        elsewhere.server.server_close()

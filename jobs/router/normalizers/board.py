@@ -23,7 +23,9 @@ from storage.models import Ticket
 from svc.board import StageChange
 from svc.clock import iso
 
-SYSTEM_ACTORS = frozenset({"ci", "svc", "system", "jobs", *AGENT_IDS})
+# Who changes the board without a person behind it: CI (the CI secret's identity) and the agents. A person
+# signed in with basic credentials is human whatever the user name (the generated one is "svc").
+SYSTEM_ACTORS = frozenset({"ci", "system", "jobs", *AGENT_IDS})
 
 
 def kind_of(change: StageChange) -> tuple[str, str | None, str | None]:

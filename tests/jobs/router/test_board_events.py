@@ -131,3 +131,12 @@ def test_the_poller_window_is_configurable(app_factory, config_factory, clock):
     poller = assembly.scheduled_jobs(config, clock)["poller"]
     with connection():
         assert poller(Trigger("schedule", scheduled_for=clock() - timedelta(seconds=1))) == 1
+
+
+def test_a_person_signed_in_as_the_generated_user_is_human_and_the_agents_are_systems():
+    from jobs.router.normalizers.board import actor_of
+
+    assert actor_of("svc")["kind"] == "human"  # the generated basic-auth user is a person at a browser
+    assert actor_of("admin")["kind"] == "human"
+    assert actor_of("ci")["kind"] == "system"
+    assert actor_of("slot-steward")["kind"] == "system"
