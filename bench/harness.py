@@ -120,11 +120,8 @@ def load_tool() -> str:
 WRK_SCRIPT = """
 local counter = 0
 local tid = 0
-local method, path, body, headers, limit = %(method)s, %(path)s, %(body)s, %(headers)s, %(limit)s
+local method, path, body, headers = %(method)s, %(path)s, %(body)s, %(headers)s
 function setup(thread) tid = tid + 1; thread:set("tid", tid) end
-function response(status, hdrs, resp_body)
-  if limit > 0 and counter >= limit then wrk.thread:stop() end
-end
 function request()
   counter = counter + 1
   local b = body
