@@ -64,59 +64,35 @@ def lease(message: OutboxMessage, *, owner: str, now: datetime, seconds: float) 
     return taken == 1
 
 
+def _release(message: OutboxMessage, *, owner: str, now: datetime, tried: bool, **changes) -> None:
+    """Record what became of a leased message and give the lease up, only if `owner` still holds it."""
+    if tried:
+        changes["attempts"] = OutboxMessage.attempts + 1
+    OutboxMessage.update(updated_at=now, lease_owner=None, lease_until=None, **changes).where(
+        (OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)
+    ).execute()
+
+
 def mark_sent(message: OutboxMessage, *, owner: str, now: datetime) -> None:
-    OutboxMessage.update(
-        status=SENT,
-        sent_at=now,
-        updated_at=now,
-        attempts=OutboxMessage.attempts + 1,
-        lease_owner=None,
-        lease_until=None,
-        last_error=None,
-    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+    _release(message, owner=owner, now=now, tried=True, status=SENT, sent_at=now, last_error=None)
 
 
 def mark_retry(message: OutboxMessage, *, owner: str, now: datetime, next_attempt_at: datetime, error: str) -> None:
-    OutboxMessage.update(
-        next_attempt_at=next_attempt_at,
-        updated_at=now,
-        attempts=OutboxMessage.attempts + 1,
-        lease_owner=None,
-        lease_until=None,
-        last_error=error[:2000],
-    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+    _release(message, owner=owner, now=now, tried=True, next_attempt_at=next_attempt_at, last_error=error[:2000])
 
 
 def mark_failed(message: OutboxMessage, *, owner: str, now: datetime, error: str) -> None:
-    OutboxMessage.update(
-        status=FAILED,
-        updated_at=now,
-        attempts=OutboxMessage.attempts + 1,
-        lease_owner=None,
-        lease_until=None,
-        last_error=error[:2000],
-    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+    _release(message, owner=owner, now=now, tried=True, status=FAILED, last_error=error[:2000])
 
 
 def mark_deferred(message: OutboxMessage, *, owner: str, now: datetime, next_attempt_at: datetime) -> None:
     """Put the message back for later without counting a failed attempt (it was not tried: pacing)."""
-    OutboxMessage.update(
-        next_attempt_at=next_attempt_at,
-        updated_at=now,
-        lease_owner=None,
-        lease_until=None,
-    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+    _release(message, owner=owner, now=now, tried=False, next_attempt_at=next_attempt_at)
 
 
 def mark_skipped(message: OutboxMessage, *, owner: str, now: datetime, reason: str) -> None:
     """Close the message without delivering it; `reason` (kept in `last_error`) says why."""
-    OutboxMessage.update(
-        status=SKIPPED,
-        updated_at=now,
-        lease_owner=None,
-        lease_until=None,
-        last_error=reason[:2000],
-    ).where((OutboxMessage.id == message.id) & (OutboxMessage.lease_owner == owner)).execute()
+    _release(message, owner=owner, now=now, tried=False, status=SKIPPED, last_error=reason[:2000])
 
 
 def sent_since(kind: str, since: datetime, *, limit: int) -> list[datetime]:
