@@ -216,7 +216,7 @@ class Authenticator:
         self.forge_secret = config.forge_webhook_secret
         self.tracker_secret = config.tracker_webhook_secret
         self.failures = failures
-        self.people = people or PeopleCredentials()
+        self.people = people if people is not None else PeopleCredentials()
 
     def check(self, req: falcon.Request, scheme: str) -> Identity:
         """Identify the request under `scheme` or raise 401 (429 while the client is locked out)."""
