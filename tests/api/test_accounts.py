@@ -174,15 +174,36 @@ def test_an_operators_actions_carry_their_name(people):
     run = operator.post("/api/v1/ops/pulse", json={"post_to_chat": "never"}).json["run"]
     assert run["details"]["actor"] == "olga"
 
+    _record_a_scheduled_run()  # run by no one: the strip shows it without a name
     page = bootstrap.get("/tickets/DOCS-1").text
     # Her four actions, and the release of bay-1 by the slot steward her pulse ran.
     assert page.count('<span class="by">by <strong>olga</strong></span>') == 5
     board = bootstrap.get("/").text
     assert "turned off by <strong>olga</strong>" in board
-    assert "· by olga" in board  # the pulse's run on the agents strip
+    assert board.count("· by olga") == 2  # her pulse's run and the steward's it started, on the agents strip
+    assert "<strong>✓ SENT</strong> 2026-11-20 08:00:00 UTC<br>the digest" in board  # a scheduled run: no one
     # And the bootstrap credentials still act, as themselves.
     bootstrap.post("/api/v1/tickets", json={"key": "DOCS-2", "initiative_id": "docs", "title": "Two"})
     assert bootstrap.get("/api/v1/tickets/DOCS-2/timeline").json["entries"][0]["data"]["actor"] == "admin"
+
+
+def _record_a_scheduled_run() -> None:
+    from datetime import UTC, datetime
+
+    from jobs.runs import Trigger, record
+    from storage.db import connection, transaction
+
+    at = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+    with connection(), transaction():
+        record(
+            "ops-weekly-digest",
+            trigger=Trigger("schedule", scheduled_for=at),
+            started_at=at,
+            finished_at=at,
+            status="SENT",
+            ok=True,
+            summary="the digest",
+        )
 
 
 def test_the_pages_show_who_is_signed_in_and_hide_controls_from_a_viewer(people):
