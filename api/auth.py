@@ -164,7 +164,8 @@ class PeopleCredentials:
             self._forget(key)
             return None
         renewed = replace(entry, identity=replace(entry.identity, role=account.role), checked_at=now)
-        self._entries[key] = renewed
+        with self._lock:  # never beside an eviction walking the table
+            self._entries[key] = renewed
         return renewed
 
     def _check(self, key: bytes, given: bytes) -> Identity | None:
