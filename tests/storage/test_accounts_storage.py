@@ -51,3 +51,16 @@ def test_an_account_stores_an_argon2id_hash_and_never_the_password(app):
     assert accounts.check("alice", "alice-password-1").role == "operator"
     assert accounts.check("alice", "alice-password-2") is None
     assert accounts.check("nobody", "alice-password-1") is None
+
+
+def test_emptying_the_board_for_the_demo_keeps_peoples_accounts(app):
+    from storage import reset, wallet
+    from svc import accounts
+
+    accounts.add("alice", "operator", "alice-password-1")
+    with storage_db.connection(), storage_db.transaction():
+        wallet.put(budget=10.0, spent=1.0, locked=True, at=datetime(2026, 11, 1, tzinfo=UTC), by="alice")
+    with storage_db.connection():
+        reset.empty()
+        assert [a.name for a in Account.select()] == ["alice"]
+        assert (wallet.get().budget, wallet.get().updated_by) == (0.0, None)
