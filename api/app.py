@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import falcon
 
 from api import errors
-from api.auth import Authenticator, FailedCredentials
+from api.auth import Authenticator, FailedCredentials, PeopleCredentials
 from api.metrics import Metrics
 from api.middleware import DatabaseConnection, Guard, RequestContext
 from api.resources import agents, events, health, initiatives, metrics, openapi, ops, slots, tickets, wallet, writing
@@ -48,6 +48,7 @@ def create_app(
     database=None,
     migrate: bool = True,
     failures: FailedCredentials | None = None,
+    people: PeopleCredentials | None = None,
     stage_listeners: tuple[StageListener, ...] = (),
 ) -> falcon.App:
     """Build the app. `database` defaults to the one `config.database_url` names; its schema is migrated.
@@ -68,7 +69,7 @@ def create_app(
     services.writing = WritingAgent(config, clock, services.board)
     services.ops = OpsAgents(config, clock, board=services.board)
     services.metrics = Metrics(clock, heartbeat_age=heartbeat_age)
-    authenticator = Authenticator(config, failures or FailedCredentials())
+    authenticator = Authenticator(config, failures or FailedCredentials(), people)
     app = falcon.App(
         middleware=[
             RequestContext(observers=[services.metrics.requests]),

@@ -2,8 +2,12 @@
 (GitHub's HMAC-SHA256 of the raw body, GitLab's token) and the tracker (Linear's HMAC-SHA256 of the raw body).
 Every secret is compared in constant time; a scheme whose secret is not configured refuses every request.
 
+HTTP basic credentials are either the bootstrap operator's (`SVC_BASIC_AUTH`) or a person's account (`svc user
+add`), checked by `PeopleCredentials`. Every identity carries a role; a viewer may read and change nothing.
+
 Failed credentials are counted per client address: after `FAILURE_LIMIT` failures within `WINDOW` seconds,
-that address gets 429 with `Retry-After` until the window has passed. The count lives in this process.
+that address gets 429 with `Retry-After` until the window has passed. The count lives in this process; a wrong
+password for an account counts like any other failure.
 """
 
 from __future__ import annotations
@@ -13,16 +17,19 @@ import binascii
 import hashlib
 import hmac
 import math
+import secrets
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import falcon
 
 from api.errors import Problem
 from api.operations import BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, PUBLIC, TRACKER_SIGNATURE
+from svc import accounts
+from svc.accounts import OPERATOR, VIEWER
 from svc.config import Config
 
 CI_HEADER = "X-Svc-CI-Secret"
@@ -32,14 +39,25 @@ LINEAR_SIGNATURE_HEADER = "Linear-Signature"
 REALM = 'Basic realm="svc", charset="UTF-8"'
 FAILURE_LIMIT = 10
 WINDOW = 60.0
+# A person's checked credentials are remembered for REMEMBER_SECONDS at most, and compared with their account's
+# row at most every RECHECK_SECONDS: removing an account or changing its password or role takes effect on every
+# API process within RECHECK_SECONDS, while a request in between costs an HMAC and a dictionary look-up.
+REMEMBER_SECONDS = 60.0
+RECHECK_SECONDS = 2.0
+MAX_REMEMBERED = 10_000
 
 
 @dataclass(frozen=True)
 class Identity:
-    """Who made the request: `actor` goes onto timelines and audit entries."""
+    """Who made the request: `actor` goes onto timelines and audit entries; a `viewer` may change nothing."""
 
     scheme: str
     actor: str
+    role: str = OPERATOR
+
+    @property
+    def may_change(self) -> bool:
+        return self.role != VIEWER
 
 
 def equal(given: str | bytes, expected: str | bytes) -> bool:
@@ -88,14 +106,118 @@ class FailedCredentials:
                 self._failures.pop(next(iter(self._failures)))
 
 
+@dataclass(frozen=True)
+class _Remembered:
+    identity: Identity
+    password_hash: str  # the account's hash when the password was checked: a new password changes it
+    verified_at: float
+    checked_at: float  # when the account's row was last compared
+
+
+class PeopleCredentials:
+    """People's basic credentials: checked against their account (argon2id, slow on purpose) once, then
+    remembered by this process.
+
+    An entry is keyed by an HMAC of the credentials under a key drawn when the process starts and kept only in
+    its memory, so the table holds no password. A hit younger than `recheck` seconds costs the HMAC and a
+    dictionary look-up; an older one re-reads the account's row (one indexed select) and is dropped if the account
+    is gone or its password hash differs; after `remember` seconds the password is checked with argon2id anew.
+    """
+
+    def __init__(
+        self,
+        *,
+        remember: float = REMEMBER_SECONDS,
+        recheck: float = RECHECK_SECONDS,
+        limit: int = MAX_REMEMBERED,
+        monotonic: Callable[[], float] = time.monotonic,
+    ):
+        self.remember = remember
+        self.recheck = recheck
+        self.limit = limit
+        self.monotonic = monotonic
+        self._key = secrets.token_bytes(32)
+        self._entries: dict[bytes, _Remembered] = {}
+        self._lock = threading.Lock()
+        # One check at a time per credentials: a page's parallel requests wait for the first one's answer.
+        self._checking: dict[bytes, threading.Lock] = {}
+
+    def identify(self, given: bytes) -> Identity | None:
+        """The person whose `name:password` these are, or None."""
+        key = hmac.digest(self._key, given, "sha256")
+        entry = self._entries.get(key)
+        if entry is not None:
+            if self.monotonic() - entry.checked_at < self.recheck:
+                return entry.identity
+            entry = self._recheck(key, entry)
+            if entry is not None:
+                return entry.identity
+        return self._check(key, given)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _recheck(self, key: bytes, entry: _Remembered) -> _Remembered | None:
+        now = self.monotonic()
+        account = accounts.current(entry.identity.actor) if now - entry.verified_at < self.remember else None
+        if account is None or not equal(account.password_hash, entry.password_hash):
+            self._forget(key)
+            return None
+        renewed = replace(entry, identity=replace(entry.identity, role=account.role), checked_at=now)
+        with self._lock:  # never beside an eviction walking the table
+            self._entries[key] = renewed
+        return renewed
+
+    def _check(self, key: bytes, given: bytes) -> Identity | None:
+        name, sep, password = given.partition(b":")
+        try:
+            name_text, password_text = name.decode(), password.decode()
+        except UnicodeDecodeError:
+            return None
+        if not sep or not name_text or not password_text:
+            return None
+        with self._lock:
+            gate = self._checking.setdefault(key, threading.Lock())
+        try:
+            with gate:
+                entry = self._entries.get(key)  # checked by another request while this one waited
+                if entry is not None and self.monotonic() - entry.checked_at < self.recheck:
+                    return entry.identity
+                person = accounts.check(name_text, password_text)
+                if person is None:
+                    return None
+                now = self.monotonic()
+                identity = Identity(BASIC, person.name, person.role)
+                self._remember(key, _Remembered(identity, person.password_hash, verified_at=now, checked_at=now))
+                return identity
+        finally:
+            with self._lock:
+                self._checking.pop(key, None)
+
+    def _remember(self, key: bytes, entry: _Remembered) -> None:
+        with self._lock:
+            if len(self._entries) >= self.limit:
+                stale = [k for k, e in self._entries.items() if entry.verified_at - e.verified_at >= self.remember]
+                for k in stale:
+                    del self._entries[k]
+                while len(self._entries) >= self.limit:
+                    self._entries.pop(next(iter(self._entries)))
+            self._entries[key] = entry
+
+    def _forget(self, key: bytes) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+
 class Authenticator:
-    def __init__(self, config: Config, failures: FailedCredentials):
+    def __init__(self, config: Config, failures: FailedCredentials, people: PeopleCredentials | None = None):
         self.ci_secret = config.ci_webhook_secret
-        self.basic = config.basic_auth
+        self.basic = config.basic_auth.encode() if config.basic_auth else None
         self.basic_user = config.basic_user
         self.forge_secret = config.forge_webhook_secret
         self.tracker_secret = config.tracker_webhook_secret
         self.failures = failures
+        self.people = people if people is not None else PeopleCredentials()
 
     def check(self, req: falcon.Request, scheme: str) -> Identity:
         """Identify the request under `scheme` or raise 401 (429 while the client is locked out)."""
@@ -127,9 +249,7 @@ class Authenticator:
             if given is not None and self.ci_secret and equal(given, self.ci_secret):
                 return Identity(CI, "ci")
         if scheme in {BASIC, CI_OR_BASIC}:
-            user = self._basic_user(req)
-            if user is not None:
-                return Identity(BASIC, user)
+            return self._basic_identity(req)
         return None
 
     def _forge(self, req: falcon.Request) -> Identity | None:
@@ -153,9 +273,10 @@ class Authenticator:
         expected = hmac_sha256_hex(self.tracker_secret, _raw_body(req))
         return Identity(TRACKER_SIGNATURE, "linear") if equal(signature.strip().lower(), expected) else None
 
-    def _basic_user(self, req: falcon.Request) -> str | None:
+    def _basic_identity(self, req: falcon.Request) -> Identity | None:
+        """The bootstrap operator (`SVC_BASIC_AUTH`, compared in constant time) or a person's account."""
         header = req.get_header("Authorization")
-        if not header or not self.basic:
+        if not header:
             return None
         kind, _, token = header.partition(" ")
         if kind.lower() != "basic" or not token:
@@ -164,9 +285,9 @@ class Authenticator:
             given = base64.b64decode(token.strip(), validate=True)
         except (binascii.Error, ValueError):
             return None
-        if not equal(given, self.basic.encode()):
-            return None
-        return self.basic_user
+        if self.basic is not None and equal(given, self.basic):
+            return Identity(BASIC, self.basic_user, OPERATOR)
+        return self.people.identify(given)
 
 
 def hmac_sha256_hex(secret: str, body: bytes) -> str:

@@ -14,13 +14,12 @@ import falcon
 from api.auth import Authenticator
 from api.body import read_json, read_raw
 from api.errors import Problem
-from api.operations import BASIC, Operation
+from api.operations import BASIC, Operation, changes_something
 from storage.db import db
 
 log = logging.getLogger("svc.access")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
 def refuse_cross_site(req: falcon.Request) -> None:
@@ -120,9 +119,17 @@ class Guard:
         if operation.raw_body:
             # Webhook signatures are over the exact bytes, so they are read (within the limit) before the check.
             req.context.raw_body = read_raw(req, self.max_body_bytes)
-        req.context.identity = self.authenticator.check(req, operation.auth)
-        if req.method not in _SAFE_METHODS and req.context.identity.scheme == BASIC:
-            refuse_cross_site(req)
+        identity = req.context.identity = self.authenticator.check(req, operation.auth)
+        if changes_something(req.method):
+            if identity.scheme == BASIC:
+                refuse_cross_site(req)
+            if not identity.may_change:
+                raise Problem(
+                    403,
+                    "viewer",
+                    f"{identity.actor} has a viewer account: it may read everything and change nothing "
+                    "(an operator can change it: svc user role NAME operator)",
+                )
         refuse_nul(req, params)
         if operation.raw_body:
             return

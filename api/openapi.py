@@ -14,7 +14,16 @@ import falcon
 import falcon.inspect
 
 import contracts
-from api.operations import BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, PUBLIC, TRACKER_SIGNATURE, Operation
+from api.operations import (
+    BASIC,
+    CI,
+    CI_OR_BASIC,
+    FORGE_SIGNATURE,
+    PUBLIC,
+    TRACKER_SIGNATURE,
+    Operation,
+    changes_something,
+)
 from svc import __version__
 
 _SECURITY = {
@@ -132,6 +141,11 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             entry["content"] = {media: {"schema": {"$ref": f"#/components/schemas/{component_name(schema)}"}}}
         elif status < 300 and "json" not in media:
             entry["content"] = {media: {"schema": {"type": "string"}}}  # a page, or the metrics text
+        if status == 403 and op.auth in {BASIC, CI_OR_BASIC} and changes_something(method):
+            entry["description"] = (
+                "Forbidden: the credentials are a viewer's account (viewers read and change nothing), or the "
+                "request came from another site"
+            )
         if status == 401 and op.auth in {BASIC, CI_OR_BASIC}:
             entry["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
         doc["responses"][str(status)] = entry
@@ -143,8 +157,9 @@ def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
     implied: dict[int, str] = {}
     if op.auth != PUBLIC:
         implied.update({401: "problem.json", 429: "problem.json"})
-    if op.auth in {BASIC, CI_OR_BASIC} and method not in {"GET", "HEAD", "OPTIONS"}:
-        implied[403] = "problem.json"  # cross-site requests riding on a browser's cached credentials
+    if op.auth in {BASIC, CI_OR_BASIC} and changes_something(method):
+        # A viewer's account changing something, or a cross-site request riding on a browser's cached credentials.
+        implied[403] = "problem.json"
     if op.request is not None or op.raw_body:
         implied.update({400: "problem.json", 413: "problem.json", 415: "problem.json", 422: "problem.json"})
     if any(p.location == "query" for p in op.params):
@@ -191,7 +206,13 @@ def build(routes: list[tuple[str, object]], *, server_url: str | None = None) ->
         "components": {
             "schemas": _components(),
             "securitySchemes": {
-                "basic": {"type": "http", "scheme": "basic"},
+                "basic": {
+                    "type": "http",
+                    "scheme": "basic",
+                    "description": "A person's account (svc user add NAME --role viewer|operator) or the bootstrap "
+                    "operator SVC_BASIC_AUTH. A viewer may use every GET and nothing else (403); an operator may use "
+                    "everything basic credentials open.",
+                },
                 "ciSecret": {"type": "apiKey", "in": "header", "name": "X-Svc-CI-Secret"},
                 "forgeSignature": {
                     "type": "apiKey",

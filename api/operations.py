@@ -18,6 +18,14 @@ FORGE_SIGNATURE = "forge_signature"
 TRACKER_SIGNATURE = "tracker_signature"
 
 SCHEMES = {PUBLIC, BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, TRACKER_SIGNATURE}
+# Methods that only read. Every other method changes something: a viewer's account may not use it, and a
+# browser's cross-site request may not ride on cached basic credentials to it.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def changes_something(method: str) -> bool:
+    """Whether an operation under `method` changes something (every declared operation is read this way)."""
+    return method.upper() not in SAFE_METHODS
 
 
 @dataclass(frozen=True)

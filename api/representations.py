@@ -46,6 +46,7 @@ def initiative(row: Initiative) -> dict[str, Any]:
         "stage": row.stage,
         "created_at": iso(row.created_at),
         "updated_at": iso(row.updated_at),
+        "updated_by": row.updated_by or None,
     }
 
 
@@ -66,6 +67,7 @@ def wallet(row: Wallet) -> dict[str, Any]:
         "percent_used": storage_wallet.percent_used(row),
         "locked": bool(row.locked),
         "updated_at": iso(row.updated_at),
+        "updated_by": row.updated_by or None,
     }
 
 

@@ -1,7 +1,7 @@
 """`make bench`: each benchmark measures the service and its physical limit in the same run, on the same
 server settings, and prints the figures with their ratio. Raw figures go to bench/out/<date>.json.
 
-    python bench/run.py [http|growth|replay|memory ...] [--seconds N] [--database URL]
+    python bench/run.py [http|growth|replay|memory|accounts ...] [--seconds N] [--database URL]
 """
 
 from __future__ import annotations
@@ -278,6 +278,70 @@ def _until(base: str, mix: list, count: int, *, seconds: int) -> int:
     return done
 
 
+def accounts(work: Path, seconds: float, db_override: str | None) -> dict:
+    """A named account against the bootstrap credentials on the same request and server: the account's argon2id
+    check is paid once and then remembered, so the two should cost the same."""
+    print("\n== Accounts: GET /api/v1/tickets with a named account against the same request with SVC_BASIC_AUTH")
+    data = work / "accounts"
+    data.mkdir()
+    url = database_url(data, db_override)
+    if db_override:
+        _reset_postgres(db_override)
+    seed.open_db(url)
+    seed.tickets(1_000)
+    person = ("bench-person", "bench-person-password-1")
+    added = subprocess.run(
+        [str(Path(sys.executable).with_name("svc")), "user", "add", person[0], "--role", "viewer"],
+        input=person[1] + "\n",
+        env=harness.service_env(data, harness.free_port(), url),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if added.returncode != 0:
+        raise RuntimeError(f"svc user add failed: {added.stderr}")
+    named = {"Authorization": "Basic " + base64.b64encode(":".join(person).encode()).decode()}
+    service, base = harness.start_service(data, url)
+    path = "/api/v1/tickets?limit=50"
+    figures: dict[str, list] = {"SVC_BASIC_AUTH": [], "named account": []}
+    try:
+        for _ in range(2):  # interleaved, so the machine's noise falls on both
+            for name, headers in (("SVC_BASIC_AUTH", BASIC), ("named account", named)):
+                load = harness.run_load(base, "GET", path, headers=headers, seconds=seconds)
+                figures[name].append(load)
+                print(f"   {name:<16} {load.line()}")
+    finally:
+        service.stop()
+    hit, first = _remembered_check_cost(person)
+    print(f"   in-process: the first check of the account {first * 1000:.0f} ms (argon2id), then {hit * 1e6:.1f} µs")
+    rps = {name: sum(load.rps for load in loads) / len(loads) for name, loads in figures.items()}
+    ratio = rps["named account"] / rps["SVC_BASIC_AUTH"]
+    errors = sum(load.errors for loads in figures.values() for load in loads)
+    print(
+        f"   named account / SVC_BASIC_AUTH: {ratio:.3f} of the throughput, {errors} errors "
+        f"({verdict(ratio, 0.9)}, i.e. within 10 %)"
+    )
+    return {name: [harness.as_dict(load) for load in loads] for name, loads in figures.items()} | {
+        "ratio": ratio,
+        "target": 0.9,
+    }
+
+
+def _remembered_check_cost(person: tuple[str, str], rounds: int = 100_000) -> tuple[float, float]:
+    """Seconds for one remembered check of `person`'s credentials, and for the first (argon2id) one."""
+    from api.auth import PeopleCredentials
+
+    people = PeopleCredentials()
+    given = ":".join(person).encode()
+    started = time.perf_counter()
+    assert people.identify(given) is not None
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(rounds):
+        people.identify(given)
+    return (time.perf_counter() - started) / rounds, first
+
+
 def machine() -> dict:
     cpu = next(
         (
@@ -299,7 +363,7 @@ def machine() -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", nargs="*", default=["http", "growth", "replay", "memory"])
+    parser.add_argument("which", nargs="*", default=["http", "growth", "replay", "memory", "accounts"])
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per throughput figure")
     parser.add_argument("--sizes", default="1000,10000,100000", help="board sizes for the growth benchmark")
     parser.add_argument("--replay-lines", type=int, default=200_000)
@@ -323,6 +387,8 @@ def main() -> int:
             results["replay"] = replay(work, args.replay_lines)
         if "memory" in args.which:
             results["memory"] = memory(work, args.database)
+        if "accounts" in args.which:
+            results["accounts"] = accounts(work, args.seconds, args.database)
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     path = out / f"{info['date'].replace(':', '')}.json"

@@ -26,8 +26,9 @@ def insert_if_missing(**fields: Any) -> None:
     Initiative.insert(**fields).on_conflict_ignore().execute()
 
 
-def update(initiative_id: str, changes: dict[str, Any], *, at: datetime) -> bool:
-    return Initiative.update(updated_at=at, **changes).where(Initiative.id == initiative_id).execute() == 1
+def update(initiative_id: str, changes: dict[str, Any], *, at: datetime, by: str | None) -> bool:
+    query = Initiative.update(updated_at=at, updated_by=by, **changes)
+    return query.where(Initiative.id == initiative_id).execute() == 1
 
 
 def page(*, limit: int, cursor: str | None = None) -> tuple[list[Initiative], str | None]:

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from playhouse.migrate import SchemaMigrator
+from playhouse.migrate import migrate as apply_operations
+
 from storage import models, tickets
 from storage.db import connection, db, is_postgres
 
@@ -29,9 +32,28 @@ def _stage_counts() -> None:
     tickets.recount()
 
 
+def _accounts_and_attribution() -> None:
+    """People's accounts, and who last changed each initiative and the wallet.
+
+    On a database that migration 1 created from today's models the columns are there already, so each is added
+    only where it is missing.
+    """
+    models.Account.create_table(safe=True)
+    migrator = SchemaMigrator.from_database(db)
+    wanted = [(models.Initiative, "updated_by"), (models.Wallet, "updated_by")]
+    operations = [
+        migrator.add_column(model._meta.table_name, column, model._meta.fields[column])
+        for model, column in wanted
+        if column not in {c.name for c in db.get_columns(model._meta.table_name)}
+    ]
+    if operations:
+        apply_operations(*operations)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "initial schema", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
+    (3, "people's accounts; who changed initiatives and the wallet", _accounts_and_attribution),
 ]
 
 

@@ -68,6 +68,8 @@ class Initiative(BaseModel):
     stage = CharField(max_length=16, default="agree")
     created_at = UTCDateTimeField()
     updated_at = UTCDateTimeField()
+    # Who created or last changed it: an account's name, the bootstrap user, or null (before migration 3).
+    updated_by = CharField(max_length=128, null=True)
 
 
 class Ticket(BaseModel):
@@ -170,6 +172,7 @@ class Wallet(BaseModel):
     spent = DoubleField(default=0.0)
     locked = BooleanField(default=False)
     updated_at = UTCDateTimeField()
+    updated_by = CharField(max_length=128, null=True)
 
 
 class OutboxMessage(BaseModel):
@@ -260,6 +263,17 @@ class JobState(BaseModel):
     lease_until = UTCDateTimeField(null=True)
 
 
+class Account(BaseModel):
+    """A person's login. The password is kept only as its argon2id hash (which also says its own parameters);
+    a new password means a new hash, so processes that remembered the old one notice the change."""
+
+    name = CharField(primary_key=True, max_length=64)
+    role = CharField(max_length=16)  # viewer or operator
+    password_hash = TextField()
+    created_at = UTCDateTimeField()
+    password_changed_at = UTCDateTimeField()
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     SchemaVersion,
     Initiative,
@@ -276,4 +290,5 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     RouterDecision,
     AcceptedEvent,
     JobState,
+    Account,
 )

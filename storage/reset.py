@@ -29,7 +29,7 @@ def empty() -> None:
     with transaction():
         for model in _EMPTIED:
             model.delete().execute()
-        models.Wallet.update(budget=0.0, spent=0.0, locked=False).execute()
+        models.Wallet.update(budget=0.0, spent=0.0, locked=False, updated_by=None).execute()
 
 
 def row_counts() -> dict[str, int]:

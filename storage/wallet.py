@@ -18,8 +18,9 @@ def get() -> Wallet:
     return statements.select_one(Wallet, {"id": WALLET_ID})
 
 
-def put(*, budget: float, spent: float, locked: bool, at: datetime) -> None:
-    Wallet.update(budget=budget, spent=spent, locked=locked, updated_at=at).where(Wallet.id == WALLET_ID).execute()
+def put(*, budget: float, spent: float, locked: bool, at: datetime, by: str | None) -> None:
+    changes = {"budget": budget, "spent": spent, "locked": locked, "updated_at": at, "updated_by": by}
+    Wallet.update(**changes).where(Wallet.id == WALLET_ID).execute()
 
 
 def percent_used(row: Wallet) -> float:

@@ -214,7 +214,12 @@ class Board:
                 raise Conflict(f"an initiative with id {ident!r} already exists")
             now = self.clock()
             return initiatives.insert(
-                id=ident, name=body["name"], stage=body.get("stage") or "agree", created_at=now, updated_at=now
+                id=ident,
+                name=body["name"],
+                stage=body.get("stage") or "agree",
+                created_at=now,
+                updated_at=now,
+                updated_by=actor,
             )
 
         return units.run(work, what="creating the initiative")
@@ -224,7 +229,7 @@ class Board:
 
     def update_initiative(self, ident: str, body: dict[str, Any], *, actor: str) -> Initiative:
         def work() -> Initiative:
-            if not initiatives.update(ident, dict(body), at=self.clock()):
+            if not initiatives.update(ident, dict(body), at=self.clock(), by=actor):
                 raise NotFound("initiative", ident)
             return initiatives.get(ident)
 
@@ -293,7 +298,13 @@ class Board:
 
     def put_wallet(self, body: dict[str, Any], *, actor: str) -> Wallet:
         def work() -> Wallet:
-            wallet.put(budget=float(body["budget"]), spent=float(body["spent"]), locked=body["locked"], at=self.clock())
+            wallet.put(
+                budget=float(body["budget"]),
+                spent=float(body["spent"]),
+                locked=body["locked"],
+                at=self.clock(),
+                by=actor,
+            )
             return wallet.get()
 
         return units.run(work, what="setting the wallet")

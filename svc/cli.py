@@ -1,4 +1,4 @@
-"""The `svc` command: serve, jobs, run, and the clients (notify, ops), validate, replay."""
+"""The `svc` command: serve, jobs, run, the clients (notify, ops), people's accounts (user), validate, replay."""
 
 from __future__ import annotations
 
@@ -191,6 +191,85 @@ def outbox_view(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("user")
+def user(args: argparse.Namespace) -> int:
+    """People's accounts: add, passwd, role, remove, list. A password is read from a prompt, or from standard
+    input when that is not a terminal (so scripts can pipe it), never from the command line."""
+    from storage import db, migrations
+    from svc import accounts
+    from svc.errors import Conflict, DomainError, NotFound
+
+    config = load_config()
+    db.bind(db.open_database(config.database_url))
+    migrations.migrate()
+    bootstrap = _bootstrap_user(config)
+    reserved = frozenset({bootstrap}) if bootstrap else frozenset()
+    try:
+        if args.action == "add":
+            # Everything that can be refused is refused before the password is asked for.
+            accounts.check_name(args.name, reserved=reserved)
+            if accounts.current(args.name) is not None:
+                raise Conflict(f"an account called {args.name!r} exists already (new password: svc user passwd)")
+            row = accounts.add(args.name, args.role, _read_password(confirm=True), reserved=reserved)
+            print(f"svc user: added {row.name} ({row.role}: {accounts.ROLE_MEANING[row.role]})")
+        elif args.action == "passwd":
+            if accounts.current(args.name) is None:
+                raise NotFound("account", args.name)
+            accounts.change_password(args.name, _read_password(confirm=True))
+            print(f"svc user: changed the password of {args.name}; the old one stops working within seconds")
+        elif args.action == "role":
+            accounts.change_role(args.name, args.role)
+            print(f"svc user: {args.name} is now {args.role} ({accounts.ROLE_MEANING[args.role]})")
+        elif args.action == "remove":
+            accounts.remove(args.name)
+            print(f"svc user: removed {args.name}; its credentials stop working within seconds")
+        else:
+            _list_accounts(accounts.everyone(), bootstrap)
+    except NotFound:
+        print(f"svc user: no account called {args.name!r} (see: svc user list)", file=sys.stderr)
+        return 1
+    except DomainError as exc:
+        print(f"svc user: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _bootstrap_user(config: Config) -> str | None:
+    """The bootstrap operator's name: from SVC_BASIC_AUTH, or the generated credentials file (never generated here)."""
+    from svc.config import read_credentials_file
+
+    basic = config.basic_auth or read_credentials_file(config.credentials_path).get("SVC_BASIC_AUTH")
+    return basic.split(":", 1)[0] if basic else None
+
+
+def _read_password(*, confirm: bool) -> str:
+    """From a prompt (asked twice) on a terminal; else the first line of standard input."""
+    import getpass
+
+    from svc.accounts import AccountRefused
+
+    if sys.stdin.isatty():
+        password = getpass.getpass("Password: ")
+        if confirm and getpass.getpass("Password again: ") != password:
+            raise AccountRefused("the two passwords differ; nothing changed")
+        return password
+    return sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+
+
+def _list_accounts(rows, bootstrap: str | None) -> None:
+    from svc.clock import iso
+
+    if not rows:
+        print("svc user: no accounts yet; add one with: svc user add NAME --role viewer|operator")
+    else:
+        width = max(len("name"), *(len(r.name) for r in rows))
+        print(f"{'name':<{width}}  {'role':<8}  {'created':<27}  password changed")
+        for row in rows:
+            print(f"{row.name:<{width}}  {row.role:<8}  {iso(row.created_at):<27}  {iso(row.password_changed_at)}")
+    if bootstrap:
+        print(f"(and the bootstrap operator {bootstrap!r} of SVC_BASIC_AUTH, which is not an account)")
+
+
 @command("demo")
 def demo(args: argparse.Namespace) -> int:
     """Fill the database with a fortnight of a small team's board, made by the service's own units of work."""
@@ -283,6 +362,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="pulse only: auto posts when it finds issues (default: the server's, auto or OPS_PULSE_ALWAYS)",
     )
     ops_parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the answer (600)")
+    people = sub.add_parser(
+        "user",
+        help="people's accounts: add, passwd, role, remove, list (passwords from a prompt or piped on stdin)",
+    )
+    actions = people.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="add an account; the password is asked for (or read from stdin)")
+    add.add_argument("name")
+    add.add_argument(
+        "--role", required=True, choices=["viewer", "operator"], help="viewer: reads only; operator: everything"
+    )
+    actions.add_parser("passwd", help="set a new password (asked for, or read from stdin)").add_argument("name")
+    role = actions.add_parser("role", help="make an account a viewer or an operator")
+    role.add_argument("name")
+    role.add_argument("role", choices=["viewer", "operator"])
+    actions.add_parser("remove", help="delete an account; what it did stays attributed to it").add_argument("name")
+    actions.add_parser("list", help="every account with its role")
     demo_parser = sub.add_parser(
         "demo",
         help="fill the database with a demo board: tickets in every stage, two weeks of agent runs, router decisions",

@@ -94,3 +94,17 @@ def start_service(tmp_path: Path, database_url: str, **env: str) -> tuple[Servic
         server.stop()
         raise
     return server, base
+
+
+def svc_user(tmp_path: Path, database_url: str, *args: str, password: str | None = None, **env: str):
+    """`svc user ARGS...` as a person's script runs it: the password piped on standard input, never an argument."""
+    values = {"SVC_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": database_url, **env}
+    return subprocess.run(
+        [SVC, "user", *args],
+        input=None if password is None else password + "\n",
+        stdin=subprocess.DEVNULL if password is None else None,
+        env=svc_env(**values),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

@@ -26,6 +26,13 @@ DECISIONS_ON_TICKET = 5
 TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
 
 
+def signed_in(req: falcon.Request) -> dict:
+    """What every page says about who is looking: their name and role, and whether it shows action controls
+    (`can_act`: never for a viewer, whom the API would refuse anyway)."""
+    identity = req.context.identity
+    return {"can_act": identity.may_change, "signed_in": identity.actor, "signed_in_role": identity.role}
+
+
 def _html(summary: str, *, params=(), statuses=(200,)) -> Operation:
     responses = {status: None for status in statuses}
     return Operation(summary, responses=responses, params=params, tags=("web board",), content_type=HTML)
@@ -42,6 +49,7 @@ class BoardPage:
         now = self.clock()
         strip = agents_strip.strip(now)
         history = {status.schedule.agent_id: runs.latest(status.schedule.agent_id, RECENT_RUNS) for status in strip}
+        toggle = automation.state()
         page(
             resp,
             "board.html",
@@ -49,7 +57,9 @@ class BoardPage:
             needs_you=self.board.needs_you_list(limit=100),
             agents=strip,
             history=history,
-            automation_enabled=automation.is_enabled(),
+            automation_enabled=toggle.enabled,
+            automation_changed=toggle,
+            **signed_in(req),
             columns=self.board.columns(),
             stages=STAGES,
             writing_key=WRITING_TICKET_KEY,
@@ -66,7 +76,9 @@ class NeedsYouFragment:
         self.clock = clock
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page(resp, "_needs_you.html", now=self.clock(), needs_you=self.board.needs_you_list(limit=100))
+        page(
+            resp, "_needs_you.html", now=self.clock(), needs_you=self.board.needs_you_list(limit=100), **signed_in(req)
+        )
 
 
 class TicketPage:
@@ -94,7 +106,7 @@ class TicketPage:
         except NotFound:
             # A person following an old link reads a page, not a problem document; the router may still
             # have judged events about that key (a tracker issue that never became a ticket).
-            page(resp, "no_ticket.html", now=self.clock(), key=key)
+            page(resp, "no_ticket.html", now=self.clock(), key=key, **signed_in(req))
             resp.status = falcon.HTTP_404
             return
         entries, after = self.board.timeline(key, limit=50, cursor=req.get_param("cursor") or None)
@@ -111,6 +123,7 @@ class TicketPage:
             writing_key=WRITING_TICKET_KEY,
             decisions=[decisions.describe(row, {key}) for row in recent],
             more_decisions=more is not None,
+            **signed_in(req),
         )
 
 
@@ -172,6 +185,7 @@ class DecisionsPage:
             source_choices=decisions.SOURCE_CHOICES,
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
+            **signed_in(req),
         )
 
 

@@ -1,11 +1,12 @@
 """How a timeline entry reads on a ticket page: a label in words, a symbol and a tone (never colour alone), and
 the facts of its `data` a person looks for — the receipt's status, the stage change, the slot and its wipe, the
-tracker close's result. Every kind the service writes has a row here; an unknown kind still reads as words."""
+tracker close's result — and who did it ("by alice"). Every kind the service writes has a row here; an unknown kind
+still reads as words."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from storage.models import TimelineEntry
@@ -20,6 +21,8 @@ class EntryView:
     tone: str
     facts: list[tuple[str, str]] = field(default_factory=list)
     link: str | None = None
+    # The account (or the bootstrap user, or a machine such as "ci") that made the entry, when one did.
+    actor: str | None = None
 
     @property
     def symbol(self) -> str:
@@ -47,7 +50,7 @@ def _move(data: dict[str, Any]) -> str | None:
 
 
 def _created(data: dict[str, Any]) -> EntryView:
-    return EntryView("Created", INFO, _facts(("stage", data.get("stage")), ("by", data.get("actor"))))
+    return EntryView("Created", INFO, _facts(("stage", data.get("stage"))))
 
 
 def _stage_change(label: str, tone: str) -> Callable[[dict[str, Any]], EntryView]:
@@ -58,7 +61,6 @@ def _stage_change(label: str, tone: str) -> Callable[[dict[str, Any]], EntryView
             _facts(
                 ("stage", _move(data)),
                 ("waiting on", data.get("waiting_on")),
-                ("by", data.get("actor")),
                 ("reason", data.get("reason")),
             ),
         )
@@ -94,11 +96,11 @@ def _writing_report(data: dict[str, Any]) -> EntryView:
 
 def _automation(data: dict[str, Any]) -> EntryView:
     word = "on" if data.get("enabled") else "off"
-    return EntryView(f"Writing automation turned {word}", INFO, _facts(("by", data.get("actor"))))
+    return EntryView(f"Writing automation turned {word}", INFO)
 
 
 def _slot_claimed(data: dict[str, Any]) -> EntryView:
-    return EntryView("Slot claimed", INFO, _facts(("slot", data.get("slot")), ("by", data.get("actor"))))
+    return EntryView("Slot claimed", INFO, _facts(("slot", data.get("slot"))))
 
 
 def _wipe_facts(wipe: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -176,6 +178,6 @@ def describe(entry: TimelineEntry) -> EntryView:
     """The entry as a person reads it."""
     data = entry.data if isinstance(entry.data, dict) else {}
     view = KINDS.get(entry.kind)
-    if view is None:
-        return EntryView(entry.kind.replace("_", " ").capitalize(), INFO)
-    return view(data)
+    described = view(data) if view is not None else EntryView(entry.kind.replace("_", " ").capitalize(), INFO)
+    actor = data.get("actor")
+    return replace(described, actor=actor) if isinstance(actor, str) and actor else described

@@ -1,5 +1,5 @@
 // The board's few interactions: the writing automation checkbox and the mark_done/cancel buttons.
-// Both call the JSON API with the browser's own (same-origin) credentials.
+// Both call the JSON API with the browser's own (same-origin) credentials; a viewer's page has neither.
 "use strict";
 
 function announce(text) {
@@ -43,6 +43,8 @@ async function toggleAutomation(event) {
     const body = await response.json();
     box.checked = body.enabled;
     if (state) state.textContent = body.enabled ? "on" : "off";
+    const by = document.getElementById("writing-automation-by");
+    if (by && body.updated_by) by.textContent = "turned " + (body.enabled ? "on" : "off") + " by " + body.updated_by + " just now";
     await refreshNeedsYou();
     announce("Writing automation is " + (body.enabled ? "on" : "off") + ".");
   } catch (error) {

@@ -1,6 +1,7 @@
 """The web board in headless Chromium against a real `svc serve`: sign in, toggle writing automation and watch
 WRITING-DAILY leave and rejoin the Needs-you list without a reload, open a ticket page, mark a ticket done,
-filter the router decisions page; at phone width and with the keyboard too."""
+filter the router decisions page; at phone width and with the keyboard too. Signed in with a viewer's account the
+board offers no action at all; with an operator's, the operator acts and the timeline names them."""
 
 import os
 import shutil
@@ -9,7 +10,7 @@ import pytest
 import requests
 
 from events_kit import example
-from processes import start_service
+from processes import start_service, svc_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -66,6 +67,62 @@ def server(tmp_path, database_url):
     notify.raise_for_status()
     yield base
     process.stop()
+
+
+@pytest.fixture
+def people(server, tmp_path, database_url):
+    """The server above, with a viewer's and an operator's account, added as a person would: `svc user add`."""
+    for name, role in (("vera", "viewer"), ("olga", "operator")):
+        added = svc_user(tmp_path, database_url, "add", name, "--role", role, password=f"{name}-password-1")
+        assert added.returncode == 0, added.stderr
+    return server
+
+
+def test_a_viewer_finds_no_action_controls(chromium, people):
+    server = people
+    context = chromium.new_context(http_credentials={"username": "vera", "password": "vera-password-1"})
+    page = context.new_page()
+    page.goto(server + "/")
+    assert "vera" in page.locator(".signed-in").inner_text() and "viewer" in page.locator(".signed-in").inner_text()
+    assert sorted(needs_you_keys(page)) == ["PORT-1", "WRITING-DAILY"]  # everything to read is there
+    assert page.locator("#writing-automation-state").inner_text() == "on"
+    controls = "button, input, select, textarea, [contenteditable], [data-action]"
+    assert page.locator("main").locator(controls).count() == 0
+    page.locator('.column[data-stage="execute"] a.key', has_text="PORT-2").click()
+    page.wait_for_url(server + "/tickets/PORT-2")
+    assert "created in execute" in page.locator(".timeline").inner_text()
+    assert page.locator("main").locator(controls).count() == 0
+    # And the API agrees with the page: the viewer's browser cannot act behind its back either.
+    refused = page.evaluate(
+        """async () => (await fetch("/api/v1/tickets/PORT-2/cancel", {method: "POST", credentials: "same-origin",
+               headers: {"Content-Type": "application/json"}, body: "{}"})).status"""
+    )
+    assert refused == 403
+    assert requests.get(server + "/api/v1/tickets/PORT-2", auth=(USER, PASSWORD), timeout=10).json()["stage"] == (
+        "execute"
+    )
+    context.close()
+
+
+def test_an_operator_acts_and_the_timeline_names_them(chromium, people):
+    server = people
+    context = chromium.new_context(http_credentials={"username": "olga", "password": "olga-password-1"})
+    page = context.new_page()
+    page.goto(server + "/tickets/PORT-2")
+    assert "olga" in page.locator(".signed-in").inner_text()
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation():
+        page.get_by_role("button", name="Cancel PORT-2").click()
+    newest = page.locator(".timeline li.entry").first
+    assert "Cancelled" in newest.inner_text() and "by olga" in newest.locator(".by").inner_text()
+    assert requests.get(server + "/api/v1/tickets/PORT-2", auth=(USER, PASSWORD), timeout=10).json()["stage"] == (
+        "cancelled"
+    )
+    page.goto(server + "/")
+    page.get_by_label("Writing automation (scheduled catch-up)").uncheck()
+    page.wait_for_function("() => document.querySelector('#writing-automation-by').textContent.includes('olga')")
+    assert "turned off by olga" in page.locator("#writing-automation-by").inner_text()
+    context.close()
 
 
 def needs_you_keys(page) -> list[str]:
