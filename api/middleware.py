@@ -135,5 +135,8 @@ class Guard:
             return
         if operation.request is not None:
             req.context.body = read_json(
-                req, schema=operation.request, limit=self.max_body_bytes, optional=operation.request_optional
+                req,
+                schema=operation.request_checked or operation.request,
+                limit=self.max_body_bytes,
+                optional=operation.request_optional,
             )

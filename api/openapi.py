@@ -14,6 +14,7 @@ import falcon
 import falcon.inspect
 
 import contracts
+from api.auth import FAILURE_LIMIT, WINDOW
 from api.operations import (
     BASIC,
     CI,
@@ -96,10 +97,17 @@ def _local_refs(node: Any, name: str) -> Any:
     return node
 
 
+LOCKOUT_DESCRIPTION = (
+    f"Too Many Requests: {FAILURE_LIMIT} failed credentials from this client address within {WINDOW:g} seconds "
+    "lock the address out of every operation that takes credentials, the right ones included, until the "
+    "window has passed (`Retry-After`)."
+)
+
+
 def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "summary": op.summary,
-        "operationId": _operation_id(method, path),
+        "operationId": _operation_id(op, method, path),
         "security": _SECURITY[op.auth],
         "responses": {},
     }
@@ -148,6 +156,15 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             )
         if status == 401 and op.auth in {BASIC, CI_OR_BASIC}:
             entry["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
+        if status == 429 and op.auth != PUBLIC:
+            entry["description"] = LOCKOUT_DESCRIPTION
+            entry["headers"] = {
+                "Retry-After": {
+                    "required": True,
+                    "description": "Seconds until this address may present credentials again.",
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            }
         doc["responses"][str(status)] = entry
     return doc
 
@@ -167,8 +184,12 @@ def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
     return {**implied, **op.responses}
 
 
-def _operation_id(method: str, path: str) -> str:
+def _operation_id(op: Operation, method: str, path: str) -> str:
+    """`getTicketsKey` for `GET /api/v1/tickets/{key}`; the web board's pages say so (`getTicketsKeyPage`, and
+    `getBoardPage` for `/`), since they share paths with the API's resources."""
     words = [w for w in re.split(r"[/{}_.-]+", path.removeprefix("/api/v1")) if w]
+    if not path.startswith("/api/v1/") and op.content_type.startswith("text/html"):
+        words = [*(words or ["board"]), "page"]
     return method.lower() + "".join(w.capitalize() for w in words)
 
 
@@ -191,15 +212,21 @@ def responder_methods(app: falcon.App) -> set[tuple[str, str]]:
 
 def build(routes: list[tuple[str, object]], *, server_url: str | None = None) -> dict[str, Any]:
     paths: dict[str, Any] = {}
+    seen: dict[str, tuple[str, str]] = {}
     for (path, method), op in sorted(documented_operations(routes).items()):
-        paths.setdefault(path, {})[method.lower()] = _operation_doc(op, method, path)
+        doc = _operation_doc(op, method, path)
+        if doc["operationId"] in seen:  # OpenAPI requires them unique; code generators name methods by them
+            raise ValueError(f"operationId {doc['operationId']} of {method} {path} is also {seen[doc['operationId']]}")
+        seen[doc["operationId"]] = (method, path)
+        paths.setdefault(path, {})[method.lower()] = doc
     document = {
         "openapi": "3.1.0",
         "info": {
             "title": "Delivery coordination service",
             "version": __version__,
             "description": "Board, writing agent, ops agents and the shadow-mode router. Errors are RFC 9457 "
-            "problem details (application/problem+json).",
+            "problem details (application/problem+json). No string in a request body may hold U+0000 (the NUL "
+            "character): such a body is answered 400, since PostgreSQL text cannot store it.",
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "paths": paths,

@@ -42,6 +42,9 @@ class Operation:
     summary: str
     auth: str = BASIC
     request: str | None = None
+    # What the middleware checks, when it is less than `request` (which the document shows): the responder
+    # checks the rest itself. `POST events` lets a broken envelope through to the router, which records it.
+    request_checked: str | None = None
     # The body may be omitted entirely (then it reads as {}), e.g. mark_done with no reason.
     request_optional: bool = False
     # Raw bodies (webhooks) are read by the responder itself: signatures are over the exact bytes.

@@ -108,18 +108,14 @@ class OutboxDeliverer:
         handled = 0
         with connection():
             while handled < limit:
-                batch = outbox.due(now=self.clock(), kinds=kinds, limit=min(20, limit))
-                if not batch:
+                with transaction():
+                    message = outbox.lease_next(
+                        owner=self.owner, now=self.clock(), seconds=self.lease_seconds, kinds=kinds
+                    )
+                if message is None:
                     break
-                progressed = False
-                for message in batch:
-                    if self.deliver(message):
-                        handled += 1
-                        progressed = True
-                    if handled >= limit:
-                        break
-                if not progressed:
-                    break
+                self._hand_over(message)
+                handled += 1
         return handled
 
     def deliver(self, message: OutboxMessage) -> bool:
@@ -127,6 +123,11 @@ class OutboxDeliverer:
         with transaction():
             if not outbox.lease(message, owner=self.owner, now=self.clock(), seconds=self.lease_seconds):
                 return False
+        self._hand_over(message)
+        return True
+
+    def _hand_over(self, message: OutboxMessage) -> None:
+        """The leased message to its handler, and its outcome recorded."""
         attempt = Attempt(
             message_id=message.id,
             kind=message.kind,
@@ -141,7 +142,6 @@ class OutboxDeliverer:
             log.exception("outbox handler failed", extra={"message_id": message.id, "kind": message.kind})
             outcome = Outcome.retry(f"handler error: {type(exc).__name__}")
         self._record(message, attempt, outcome)
-        return True
 
     def _record(self, message: OutboxMessage, attempt: Attempt, outcome: Outcome) -> None:
         now = self.clock()

@@ -109,7 +109,11 @@ def stuck_before(config: Config, now: datetime) -> datetime:
 
 
 def count_stuck(config: Config, now: datetime) -> int:
-    return tickets.count_stuck(changed_before=stuck_before(config, now), live_stages=LIVE_STAGES)
+    """Stuck tickets as the pulse counts them: the writing ticket left out while writing automation is off,
+    as the Needs-you list leaves it out (nobody is meant to move it then)."""
+    return tickets.count_stuck(
+        changed_before=stuck_before(config, now), live_stages=LIVE_STAGES, exclude_keys=hidden_from_needs_you()
+    )
 
 
 def wallet_state() -> dict[str, Any]:
@@ -213,8 +217,10 @@ class DailyPulse:
                 issues.append(Issue(name, check["detail"]))
 
         before = stuck_before(self.config, now)
-        stuck_count = tickets.count_stuck(changed_before=before, live_stages=LIVE_STAGES)
-        stuck = tickets.stuck(changed_before=before, live_stages=LIVE_STAGES, limit=LISTED)
+        stuck_count = count_stuck(self.config, now)
+        stuck = tickets.stuck(
+            changed_before=before, live_stages=LIVE_STAGES, limit=LISTED, exclude_keys=hidden_from_needs_you()
+        )
         checks["stuck"] = {"count": stuck_count, "soak_hours": self.config.stuck_after_hours}
         if stuck_count:
             issues.append(

@@ -1,76 +1,203 @@
-"""Schema creation and migrations, run on every start and safe to run twice (or by two processes at once).
+"""Schema migrations: run on every start (and by `svc migrate`), under a lock, safe to run twice or by two
+processes at once.
 
-Each migration is a numbered function recorded in `schema_version` once applied. All of them run inside one
-transaction that first takes a lock (`BEGIN IMMEDIATE` on SQLite, an advisory lock on PostgreSQL), so two
-processes starting together never apply one twice. A migration must itself be idempotent: a fresh database
-gets today's tables from migration 1, and later migrations check before they add.
+How a database gets its schema
+- Each migration is a numbered function, recorded in `schema_version` once applied. A fresh database runs them
+  all, in order: it takes exactly the path an old database takes, so the two cannot end up different.
+- Migration 1 runs the frozen DDL of schema version 1 (`storage/frozen/v1.<backend>.sql`), never today's models:
+  the first model change after a release would otherwise make a fresh database differ from an old one.
+- Every later change is a migration made with `playhouse.migrate` (peewee's schema migrator) or, for a new table,
+  with a copy of the table's model declared inside the migration as it is at that version.
+- The runner holds a lock for the whole run: one transaction that starts with `BEGIN IMMEDIATE` on SQLite or takes
+  an advisory lock on PostgreSQL, so a second process waits and then finds nothing left to do. On SQLite, foreign
+  keys are off for the run (peewee's `migration_context`: a table rebuild must not cascade-delete the rows that
+  refer to it) and `PRAGMA foreign_key_check` must come back empty before it commits. Any error rolls all of it back.
+- The DDL of every released schema version is frozen in `storage/frozen/` (`scripts/freeze_schema.py`), and the
+  tests build a database at each of them, with rows, upgrade it and compare it with what the models declare.
+
+Adding a migration (a column, an index, a table)
+1. Change the model in `storage/models.py` (a new table also goes into `ALL_MODELS`).
+2. Append `(N, "what it is for", function)` to `MIGRATIONS`. The function takes the migrator::
+
+       def _ticket_owner(migrator: SchemaMigrator) -> None:
+           migrate(
+               migrator.add_column("ticket", "owner", CharField(max_length=64, null=True)),
+               migrator.add_index("ticket", ("owner",), False),
+           )
+
+       def _accounts(migrator: SchemaMigrator) -> None:
+           class Account(Model):  # the table as this version makes it; later changes are later migrations
+               name = CharField(primary_key=True, max_length=64)
+               created_at = UTCDateTimeField()
+
+               class Meta:
+                   database = migrator.database
+                   table_name = "account"
+
+           Account.create_table(safe=False)
+
+   Never call today's models (or `storage.*` queries built on them) from a migration: they describe the newest
+   schema, not the one the migration runs on. Fill new columns or tables with SQL or with the migration's own copy.
+3. `tests/storage/test_migrations.py` then checks, on SQLite and PostgreSQL, that a fresh database and one at every
+   frozen version (with rows) both end up exactly as the models declare: a model changed without its migration, or a
+   migration that does not match its model, fails there.
+4. When the version is released, freeze it: `python scripts/freeze_schema.py` writes `storage/frozen/v<N>.*.sql`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from importlib import resources
 
+from peewee import (
+    BooleanField,
+    CharField,
+    Database,
+    DoubleField,
+    IntegerField,
+    Model,
+    PostgresqlDatabase,
+    TextField,
+    sort_models,
+)
 from playhouse.migrate import SchemaMigrator
 from playhouse.migrate import migrate as apply_operations
 
-from storage import models, tickets
+from storage import models
 from storage.db import connection, db, is_postgres
 
 # pg_advisory_xact_lock key: any constant that no other application on the database uses.
 _PG_LOCK_KEY = 0x5C5D_0001
 
+Migration = Callable[[SchemaMigrator], None]
 
-def _initial_schema() -> None:
-    db.create_tables(models.ALL_MODELS, safe=True)
+
+class MigrationError(RuntimeError):
+    """A migration left the database inconsistent (e.g. a dangling foreign key); nothing of the run was kept."""
+
+
+def backend(database: Database) -> str:
+    """`postgresql` or `sqlite`: the suffix of the frozen DDL files for `database`."""
+    return "postgresql" if isinstance(database, PostgresqlDatabase) else "sqlite"
+
+
+def frozen_versions() -> list[int]:
+    """The schema versions whose DDL is frozen in the package, ascending."""
+    found = {
+        int(entry.name.split(".", 1)[0].removeprefix("v"))
+        for entry in resources.files("storage").joinpath("frozen").iterdir()
+        if entry.name.startswith("v") and entry.name.endswith(".sql")
+    }
+    return sorted(found)
+
+
+def frozen_ddl(version: int, backend_name: str) -> list[str]:
+    """The statements of the frozen DDL of schema `version` for `backend_name` (`sqlite` or `postgresql`)."""
+    text = resources.files("storage").joinpath("frozen", f"v{version}.{backend_name}.sql").read_text("utf-8")
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+    return [statement.strip() for statement in re.split(r";\s*$", body, flags=re.MULTILINE) if statement.strip()]
+
+
+def declared_ddl(database: Database, tables: Sequence[type[Model]] = models.ALL_MODELS) -> list[str]:
+    """The DDL the models declare for `database`'s backend: what `create_tables` would run (nothing is run)."""
+    statements: list[str] = []
+    with database.bind_ctx(tables, bind_refs=False, bind_backrefs=False):
+        for model in sort_models(tables):
+            for node in (model._schema._create_table(safe=True), *model._schema._create_indexes(safe=True)):
+                sql, params = node.query()
+                if params:  # DDL with bound values could not be frozen as text
+                    raise ValueError(f"{model.__name__}: DDL with parameters {params!r}")
+                statements.append(sql)
+    return statements
+
+
+def _initial_schema(migrator: SchemaMigrator) -> None:
+    for statement in frozen_ddl(1, backend(migrator.database)):
+        migrator.database.execute_sql(statement)
+
+    class Wallet(Model):  # the wallet's one row, in the columns of version 1
+        id = IntegerField(primary_key=True)
+        budget = DoubleField()
+        spent = DoubleField()
+        locked = BooleanField()
+        updated_at = models.UTCDateTimeField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "wallet"
+
     now = datetime.now(UTC)
-    models.Wallet.insert(id=1, budget=0.0, spent=0.0, locked=False, updated_at=now).on_conflict_ignore().execute()
+    Wallet.insert(id=1, budget=0.0, spent=0.0, locked=False, updated_at=now).on_conflict_ignore().execute()
 
 
-def _stage_counts() -> None:
-    models.StageCount.create_table(safe=True)
-    tickets.recount()
+def _stage_counts(migrator: SchemaMigrator) -> None:
+    class StageCount(Model):
+        stage = CharField(primary_key=True, max_length=16)
+        tickets = IntegerField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "stage_count"
+
+    StageCount.create_table(safe=False)
+    migrator.database.execute_sql(
+        'INSERT INTO "stage_count" ("stage", "tickets") SELECT "stage", COUNT(*) FROM "ticket" GROUP BY "stage"'
+    )
 
 
-def _accounts_and_attribution() -> None:
-    """People's accounts, and who last changed each initiative and the wallet.
+def _accounts_and_attribution(migrator: SchemaMigrator) -> None:
+    """People's accounts, and who last changed each initiative and the wallet."""
 
-    On a database that migration 1 created from today's models the columns are there already, so each is added
-    only where it is missing.
-    """
-    models.Account.create_table(safe=True)
-    migrator = SchemaMigrator.from_database(db)
-    wanted = [(models.Initiative, "updated_by"), (models.Wallet, "updated_by")]
-    operations = [
-        migrator.add_column(model._meta.table_name, column, model._meta.fields[column])
-        for model, column in wanted
-        if column not in {c.name for c in db.get_columns(model._meta.table_name)}
-    ]
-    if operations:
-        apply_operations(*operations)
+    class Account(Model):  # the table as version 3 makes it
+        name = CharField(primary_key=True, max_length=64)
+        role = CharField(max_length=16)
+        password_hash = TextField()
+        created_at = models.UTCDateTimeField()
+        password_changed_at = models.UTCDateTimeField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "account"
+
+    Account.create_table(safe=False)
+    apply_operations(
+        migrator.add_column("initiative", "updated_by", CharField(max_length=128, null=True)),
+        migrator.add_column("wallet", "updated_by", CharField(max_length=128, null=True)),
+    )
 
 
-MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
-    (1, "initial schema", _initial_schema),
+MIGRATIONS: list[tuple[int, str, Migration]] = [
+    (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
     (3, "people's accounts; who changed initiatives and the wallet", _accounts_and_attribution),
 ]
 
 
-def migrate() -> list[int]:
-    """Apply every migration not yet recorded; return the versions applied now."""
+def migrate(migrations: Sequence[tuple[int, str, Migration]] = MIGRATIONS) -> list[int]:
+    """Apply every migration not yet recorded, all in one locked transaction; return the versions applied now."""
     applied_now: list[int] = []
-    with connection(), db.atomic():
-        if is_postgres():
-            db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (_PG_LOCK_KEY,))
-        models.SchemaVersion.create_table(safe=True)
-        done = {row.version for row in models.SchemaVersion.select(models.SchemaVersion.version)}
-        for version, _name, apply in MIGRATIONS:
-            if version in done:
-                continue
-            apply()
-            models.SchemaVersion.create(version=version, applied_at=datetime.now(UTC))
-            applied_now.append(version)
+    with connection():
+        migrator = SchemaMigrator.from_database(db.obj)
+        # A transaction (BEGIN IMMEDIATE on SQLite: the write lock up front); on SQLite foreign keys are off
+        # until it ends, since the pragma cannot change inside a transaction.
+        with migrator.migration_context():
+            if is_postgres():
+                db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (_PG_LOCK_KEY,))
+            # The bookkeeping table itself never changes: every version's runner reads it.
+            models.SchemaVersion.create_table(safe=True)
+            done = {row.version for row in models.SchemaVersion.select(models.SchemaVersion.version)}
+            for version, _name, apply in migrations:
+                if version in done:
+                    continue
+                apply(migrator)
+                models.SchemaVersion.create(version=version, applied_at=datetime.now(UTC))
+                applied_now.append(version)
+            if applied_now and not is_postgres():
+                dangling = db.execute_sql("PRAGMA foreign_key_check").fetchall()
+                if dangling:
+                    raise MigrationError(f"migrations {applied_now} leave dangling foreign keys: {dangling[:5]}")
     return applied_now
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from peewee import fn
 
 from storage import statements
+from storage.db import is_postgres
 from storage.models import OutboxMessage
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
@@ -35,16 +36,44 @@ def enqueue(kind: str, payload: dict[str, Any], *, at: datetime) -> OutboxMessag
     )
 
 
-def due(*, now: datetime, kinds: list[str] | None = None, limit: int = 20) -> list[OutboxMessage]:
-    """Pending messages whose next attempt is due and that nobody holds a live lease on, oldest first."""
-    query = OutboxMessage.select().where(
+def _due(*fields, now: datetime, kinds: list[str] | None):
+    query = OutboxMessage.select(*fields).where(
         (OutboxMessage.status == PENDING)
         & (OutboxMessage.next_attempt_at <= now)
         & ((OutboxMessage.lease_until.is_null()) | (OutboxMessage.lease_until < now))
     )
     if kinds:
         query = query.where(OutboxMessage.kind.in_(kinds))
-    return list(query.order_by(OutboxMessage.next_attempt_at, OutboxMessage.id).limit(limit))
+    return query.order_by(OutboxMessage.next_attempt_at, OutboxMessage.id)
+
+
+def due(*, now: datetime, kinds: list[str] | None = None, limit: int = 20) -> list[OutboxMessage]:
+    """Pending messages whose next attempt is due and that nobody holds a live lease on, oldest first."""
+    return list(_due(now=now, kinds=kinds).limit(limit))
+
+
+def lease_next(*, owner: str, now: datetime, seconds: float, kinds: list[str] | None = None) -> OutboxMessage | None:
+    """Lease the oldest due message nobody holds to `owner` for `seconds`; None when none is due. Call it inside
+    a transaction.
+
+    On PostgreSQL the message is picked with `FOR UPDATE SKIP LOCKED`: deliverers in several processes each take
+    a different message at once, instead of queueing on the lock of the same oldest row and finding it leased.
+    On SQLite the transaction holds the database's one write lock, so nobody can lease between the pick and the
+    compare-and-swap.
+    """
+    if is_postgres():
+        pick = _due(OutboxMessage.id, now=now, kinds=kinds).limit(1).for_update(skip_locked=True)
+        leased = (
+            OutboxMessage.update(lease_owner=owner, lease_until=now + timedelta(seconds=seconds), updated_at=now)
+            .where(OutboxMessage.id == pick)
+            .returning(OutboxMessage)
+            .execute()
+        )
+        return next(iter(leased), None)
+    first = _due(now=now, kinds=kinds).first()
+    if first is None or not lease(first, owner=owner, now=now, seconds=seconds):
+        return None
+    return first
 
 
 def lease(message: OutboxMessage, *, owner: str, now: datetime, seconds: float) -> bool:

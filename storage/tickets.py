@@ -128,32 +128,37 @@ def counts_by_stage() -> dict[str, int]:
     return {stage: n for stage, n in StageCount.select(StageCount.stage, StageCount.tickets).tuples() if n}
 
 
-def stuck(*, changed_before: datetime, live_stages: tuple[str, ...], limit: int) -> list[Ticket]:
+def stuck(
+    *, changed_before: datetime, live_stages: tuple[str, ...], limit: int, exclude_keys: tuple[str, ...] = ()
+) -> list[Ticket]:
     """Live tickets whose stage has not changed since `changed_before`, or that are blocked; oldest first."""
-    query = (
-        Ticket.select()
-        .where(
-            (Ticket.stage == "blocked")
-            | ((Ticket.stage.in_(list(live_stages))) & (Ticket.stage_changed_at < changed_before))
-        )
-        .order_by(Ticket.stage_changed_at, Ticket.key)
-        .limit(limit)
+    query = Ticket.select().where(
+        (Ticket.stage == "blocked")
+        | ((Ticket.stage.in_(list(live_stages))) & (Ticket.stage_changed_at < changed_before))
     )
-    return list(query)
+    if exclude_keys:
+        query = query.where(Ticket.key.not_in(list(exclude_keys)))
+    return list(query.order_by(Ticket.stage_changed_at, Ticket.key).limit(limit))
 
 
-def count_stuck(*, changed_before: datetime, live_stages: tuple[str, ...]) -> int:
+def count_stuck(*, changed_before: datetime, live_stages: tuple[str, ...], exclude_keys: tuple[str, ...] = ()) -> int:
     """Blocked tickets (from the maintained counts) plus the other live ones unmoved since `changed_before`
-    (one index range per stage: the cost follows how many are stuck, not how many tickets there are)."""
+    (one index range per stage: the cost follows how many are stuck, not how many tickets there are), leaving
+    out `exclude_keys`."""
     others = [stage for stage in live_stages if stage != "blocked"]
     sql = (
         f'SELECT COUNT(*) FROM "{Ticket._meta.table_name}" '
-        f'WHERE "stage" IN ({", ".join("?" for _ in others)}) AND "stage_changed_at" < ?'
+        f'WHERE "stage" IN ({", ".join("?" for _ in others)}) AND "stage_changed_at" < ? {_not_in(exclude_keys)}'
     )
     unmoved = statements.scalar(
-        ("count_stuck", len(others)), sql, [*others, Ticket.stage_changed_at.db_value(changed_before)]
+        ("count_stuck", len(others), len(exclude_keys)),
+        sql,
+        [*others, Ticket.stage_changed_at.db_value(changed_before), *exclude_keys],
     )
-    return counts_by_stage().get("blocked", 0) + (unmoved or 0)
+    blocked = counts_by_stage().get("blocked", 0)
+    if exclude_keys:  # the maintained count includes them: a lookup by key each
+        blocked -= Ticket.select().where(Ticket.key.in_(list(exclude_keys)) & (Ticket.stage == "blocked")).count()
+    return blocked + (unmoved or 0)
 
 
 def in_stage_since(stage: str, since: datetime, *, limit: int) -> list[Ticket]:

@@ -1,4 +1,5 @@
-"""The `svc` command: serve, jobs, run, the clients (notify, ops), people's accounts (user), validate, replay."""
+"""The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops), people's accounts (user),
+validate, replay."""
 
 from __future__ import annotations
 
@@ -110,6 +111,44 @@ def migrate(args: argparse.Namespace) -> int:
     db.bind(db.open_database(config.database_url))
     applied = migrations.migrate()
     print(f"svc: schema at version {migrations.current_version()}; applied now: {applied or 'nothing'}")
+    return 0
+
+
+@command("backup")
+def backup(args: argparse.Namespace) -> int:
+    """A consistent copy of the SQLite database while the service runs; PostgreSQL is pg_dump's job."""
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    from playhouse.db_url import parse as parse_db_url
+
+    from storage.backup import BackupError, copy_sqlite
+
+    config = load_config()
+    scheme = urlsplit(config.database_url).scheme
+    if scheme != "sqlite":
+        print(
+            f"svc backup: the database is {_describe_db(config.database_url)}; svc backup copies SQLite only. "
+            "Back PostgreSQL up with its own tools, e.g.\n"
+            '  pg_dump --format=custom --file=svc-$(date -u +%Y%m%dT%H%M%SZ).dump "$DATABASE_URL"\n'
+            "(restore with pg_restore; see docs/operating.md, Backups)",
+            file=sys.stderr,
+        )
+        return 2
+    source = parse_db_url(config.database_url)["database"]
+    if source == ":memory:":
+        print("svc backup: the database is in memory; there is nothing on disk to copy", file=sys.stderr)
+        return 2
+    target = Path(args.path)
+    if target.resolve() == Path(source).resolve():
+        print("svc backup: the backup path is the database itself", file=sys.stderr)
+        return 2
+    try:
+        result = copy_sqlite(Path(source), target)
+    except BackupError as exc:
+        print(f"svc backup: {exc}", file=sys.stderr)
+        return 1
+    print(f"svc: backed up {_describe_db(config.database_url)} to {result.target} ({result.bytes} bytes; integrity ok)")
     return 0
 
 
@@ -343,6 +382,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--port", type=int, help="listen port (default SVC_PORT or 8080)")
     sub.add_parser("jobs", help="run the jobs process: ops agents on their UTC schedules, chat delivery, the poller")
     sub.add_parser("migrate", help="create or upgrade the database schema and exit")
+    backup_parser = sub.add_parser(
+        "backup",
+        help="copy the SQLite database to PATH, consistently, while the service runs (PostgreSQL: use pg_dump)",
+    )
+    backup_parser.add_argument("path", metavar="PATH", help="where the copy goes (a new file)")
     notify_parser = sub.add_parser(
         "notify", help="report a writing status to the service (the content repository's hook)"
     )

@@ -66,10 +66,16 @@ def database_url(tmp_path: Path, session_database_url: str | None) -> str:
 def _empty_postgres(url: str) -> None:
     import psycopg
 
+    # The schema stays at its version (migrations run once per database, as in production); the wallet keeps
+    # its one row, reset, as `svc demo --force` leaves it.
+    kept = {"schema_version", "wallet"}
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
-        if tables:
-            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+        emptied = [t for t in tables if t not in kept]
+        if emptied:
+            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in emptied) + " RESTART IDENTITY CASCADE")
+        if "wallet" in tables:
+            conn.execute("UPDATE wallet SET budget = 0, spent = 0, locked = false")
 
 
 @pytest.fixture

@@ -47,7 +47,8 @@ class Events:
             'Route one svc.normalized-event/v0 envelope, or a batch {"events": [...]} of at most 500 '
             "(shadow mode: decisions are recorded, nothing is dispatched)",
             auth=CI,
-            request="event-submission.json",
+            request="event-request.json",
+            request_checked="event-submission.json",
             responses={202: "event-accepted.json", 200: "event-answer.json", **_ENVELOPE_ERRORS},
             tags=("router",),
         ),

@@ -1,8 +1,16 @@
 """The OpenAPI document tells the truth about the app's routes."""
 
+import json
+
+import pytest
 from jsonschema import Draft202012Validator
+from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from api import openapi
+
+from conftest import BASIC, CI_SECRET
+from events_kit import EXAMPLES
+from testclient import ApiClient
 
 
 def test_every_responder_is_documented_and_every_documented_operation_exists(app, api):
@@ -49,3 +57,78 @@ def test_an_empty_query_parameter_reads_as_absent_and_the_document_says_so(api):
     assert api.get("/api/v1/router/decisions?since=&outcome=&limit=").status_code == 200
     assert api.get("/api/v1/tickets?limit=").status_code == 200
     assert api.get("/api/v1/tickets?limit=0").status_code == 400
+
+
+def test_the_whole_document_is_valid_openapi_3_1(api):
+    # openapi-spec-validator reads it as an independent OpenAPI 3.1 reader: unique operationIds, resolvable
+    # references, schemas under the document's JSON Schema dialect, parameters and responses in their places.
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in OpenAPIV31SpecValidator(document).iter_errors()]
+    assert errors == []
+
+
+def test_the_web_pages_and_the_api_have_operation_ids_of_their_own(api):
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    ids = {(path, method): op["operationId"] for path, ops in document["paths"].items() for method, op in ops.items()}
+    assert ids[("/api/v1/tickets/{key}", "get")] == "getTicketsKey"
+    assert ids[("/tickets/{key}", "get")] == "getTicketsKeyPage"
+    assert ids[("/", "get")] == "getBoardPage"
+    assert len(set(ids.values())) == len(ids)
+
+
+def test_every_operation_that_takes_credentials_documents_the_lockout_and_the_server_keeps_to_it(app_factory, config):
+    from api.auth import FailedCredentials
+
+    api = ApiClient(app_factory(config, failures=FailedCredentials(limit=2)), basic=BASIC, ci_secret=CI_SECRET)
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    for path, ops in document["paths"].items():
+        for method, op in ops.items():
+            if not op["security"]:
+                assert "429" not in op["responses"], (method, path)
+                continue
+            lockout = op["responses"]["429"]
+            assert "failed credentials" in lockout["description"], (method, path)
+            assert lockout["headers"]["Retry-After"]["required"] is True, (method, path)
+            assert lockout["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/problem"}
+    for _ in range(2):
+        assert api.get("/api/v1/tickets", auth=None).status_code == 401
+    # Locked out, the right credentials included; the client checks the answer against the document.
+    locked = api.get("/api/v1/tickets")
+    assert locked.status_code == 429 and int(locked.headers["Retry-After"]) >= 1
+    assert locked.json["status"] == 429
+
+
+def _events_bodies() -> list[tuple[str, object]]:
+    envelopes = sorted((EXAMPLES / "envelopes").glob("*/*.json"))
+    assert len(envelopes) > 20
+    bodies: list[tuple[str, object]] = [
+        (p.relative_to(EXAMPLES).as_posix(), json.loads(p.read_text())) for p in envelopes
+    ]
+    valid = json.loads((EXAMPLES / "envelopes/valid/opened.json").read_text())
+    invalid = json.loads((EXAMPLES / "envelopes/invalid/unknown-source.json").read_text())
+    return [
+        *bodies,
+        ("a batch of one", {"events": [valid]}),
+        ("a batch with a broken envelope (judged item by item)", {"events": [invalid, 5, "x"]}),
+        ("an empty batch", {"events": []}),
+        ("a batch of 501", {"events": [valid] * 501}),
+        ("a batch with another member", {"events": [valid], "note": "x"}),
+        ("an envelope with an events member", {**valid, "events": [valid]}),
+        ("an empty object", {}),
+        ("an array", [valid]),
+        ("a string", "opened"),
+    ]
+
+
+@pytest.mark.parametrize("name, body", _events_bodies(), ids=[name for name, _ in _events_bodies()])
+def test_post_events_is_refused_exactly_when_the_document_says_the_body_is_wrong(api, name, body):
+    # Found by schemathesis: the document allowed any object while the router refuses all but a conforming
+    # envelope. The document's request schema (read from the document itself) and the server now agree.
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    request_schema = document["paths"]["/api/v1/events"]["post"]["requestBody"]["content"]["application/json"]
+    validator = Draft202012Validator({**request_schema["schema"], "components": document["components"]})
+    documented_valid = validator.is_valid(body)
+    answer = api.post("/api/v1/events", json=body, auth="ci")
+    assert (answer.status_code in (200, 202)) == documented_valid, (answer.status_code, answer.json)
+    if not documented_valid:
+        assert answer.status_code == 422

@@ -82,3 +82,64 @@ def test_a_crashing_handler_is_a_transient_failure(app, clock, queued):
     assert OutboxDeliverer({"chat": crash}, clock).drain() == 1
     message = fetch(queued)
     assert message.status == "pending" and "ValueError" in message.last_error
+
+
+def test_two_deliverers_draining_at_once_deliver_every_message_once(app, clock):
+    import threading
+
+    with connection(), transaction():
+        ids = {outbox.enqueue("chat", {"content": f"post {n}"}, at=clock()).id for n in range(120)}
+    delivered: list[tuple[int, str]] = []
+    lock = threading.Lock()
+    both_started = threading.Barrier(2)
+
+    def deliverer(name: str) -> OutboxDeliverer:
+        def post(attempt):
+            with lock:
+                delivered.append((attempt.message_id, name))
+            return Outcome.sent()
+
+        return OutboxDeliverer({"chat": post}, clock, owner=name)
+
+    def run(d: OutboxDeliverer) -> None:
+        both_started.wait(timeout=30)
+        while d.drain(limit=10):
+            pass
+
+    threads = [threading.Thread(target=run, args=(deliverer(n),)) for n in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sorted(message_id for message_id, _ in delivered) == sorted(ids)
+    with connection():
+        assert {m.status for m in outbox.recent(limit=500)} == {"sent"}
+        assert sum(m.attempts for m in outbox.recent(limit=500)) == len(ids)
+
+
+def test_on_postgresql_a_deliverer_passes_a_message_another_holds_locked(app, clock, config):
+    # While another transaction holds the oldest due row (a deliverer in the middle of leasing it), the next
+    # deliverer takes the one after it at once instead of waiting on the lock: FOR UPDATE SKIP LOCKED.
+    from storage.db import is_postgres
+
+    if not is_postgres():
+        pytest.skip("row locks are PostgreSQL's; on SQLite the one write lock serializes leasing (test above)")
+    import psycopg
+
+    with connection(), transaction():
+        first = outbox.enqueue("chat", {"content": "first"}, at=clock()).id
+        second = outbox.enqueue("chat", {"content": "second"}, at=clock()).id
+    with psycopg.connect(config.database_url) as holder:
+        holder.execute("SELECT id FROM outbox_message WHERE id = %s FOR UPDATE", (first,))
+        with connection():
+            # Without SKIP LOCKED this would wait for the holder; a lock timeout turns that into a failure.
+            from storage.db import db
+
+            with transaction():
+                db.execute_sql("SET LOCAL lock_timeout = '5s'")
+                taken = outbox.lease_next(owner="second-deliverer", now=clock(), seconds=60, kinds=["chat"])
+        holder.rollback()
+    assert taken is not None and taken.id == second
+    assert taken.lease_owner == "second-deliverer" and taken.payload == {"content": "second"}
+    assert fetch(first).lease_owner is None

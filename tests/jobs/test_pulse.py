@@ -220,3 +220,26 @@ def test_the_last_staging_check_is_remembered_for_the_snapshot(
         remembered = last_staging()
     assert remembered.url == site.url and remembered.status == 500 and not remembered.ok
     assert remembered.checked_at - clock() < timedelta(seconds=1)
+
+
+def test_while_writing_automation_is_off_the_writing_ticket_is_not_counted_stuck(api, board, config, clock):
+    # As the Needs-you list already leaves it out: with automation off nobody is meant to move it.
+    board.ticket("PORT-1", stage="execute")
+    assert api.post("/api/v1/agents/writing/notify", auth="ci", json={"status": "FAIL_QA"}).status_code == 200
+    clock.advance(hours=49)
+    JobsProcess(clock, {}).heartbeat()
+
+    def stuck_now() -> tuple[str | None, int]:
+        report = pulse(config, clock)
+        detail = next((i.detail for i in report.issues if i.check == "stuck"), None)
+        return detail, api.get("/api/v1/ops/snapshot").json["counts"]["stuck"]
+
+    detail, counted = stuck_now()
+    assert counted == 2 and detail.startswith("2 ticket(s)") and "WRITING-DAILY (execute for 2 d)" in detail
+    assert api.post("/api/v1/agents/writing/automation", json={"enabled": False}).status_code == 200
+    detail, counted = stuck_now()
+    assert counted == 1 and detail.startswith("1 ticket(s)") and "WRITING-DAILY" not in detail
+    assert "PORT-1 (execute for 2 d)" in detail
+    assert api.post("/api/v1/agents/writing/automation", json={"enabled": True}).status_code == 200
+    detail, counted = stuck_now()
+    assert counted == 2 and "WRITING-DAILY (execute for 2 d)" in detail

@@ -56,3 +56,18 @@ def test_timestamps_come_back_as_aware_utc(app, db_session):
     now = datetime(2026, 11, 20, 8, 30, 15, 123456, tzinfo=UTC)
     _ticket(now)
     assert tickets.get("PORT-1").stage_changed_at == now
+
+
+def test_the_stuck_count_leaves_out_the_keys_it_is_told_to_in_every_stage(api):
+    # Blocked tickets are counted from the maintained stage counts, the others by their last stage change.
+    api.post("/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"})
+    for key, stage in [("PORT-1", "blocked"), ("PORT-2", "blocked"), ("PORT-3", "execute"), ("PORT-4", "execute")]:
+        assert api.post("/api/v1/tickets", json={"key": key, "initiative_id": "port", "title": "t", "stage": stage})
+    later = datetime(2100, 1, 1, tzinfo=UTC)
+    live = ("queued", "execute", "blocked")
+    with storage_db.connection():
+        assert tickets.count_stuck(changed_before=later, live_stages=live) == 4
+        assert tickets.count_stuck(changed_before=later, live_stages=live, exclude_keys=("PORT-1", "PORT-3")) == 2
+        assert tickets.count_stuck(changed_before=later, live_stages=live, exclude_keys=("PORT-2",)) == 3
+        listed = tickets.stuck(changed_before=later, live_stages=live, limit=10, exclude_keys=("PORT-1", "PORT-3"))
+        assert sorted(t.key for t in listed) == ["PORT-2", "PORT-4"]

@@ -1,0 +1,198 @@
+"""Upgrades: a database of every released schema version, with rows, ends up exactly as the models declare and
+keeps its rows; so does a fresh one. A model changed without its migration fails here."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from peewee import CharField, TextField
+from playhouse.migrate import migrate as run_operations
+
+from storage import db as storage_db
+from storage import migrations
+
+from processes import SVC, ServiceProcess, free_port, svc_env
+from schema_kit import STAGE_COUNTS, build_at, declared_schema, differences, live_schema, rows
+
+LATEST = migrations.MIGRATIONS[-1][0]
+FROZEN = migrations.frozen_versions()
+
+
+def bind(url: str) -> None:
+    storage_db.bind(storage_db.open_database(url, max_connections=4))
+
+
+def at_latest(url: str, database) -> None:
+    """A database with rows at the newest schema: built at the newest frozen version, then migrated (bound)."""
+    build_at(FROZEN[-1], database)
+    bind(url)
+    migrations.migrate()
+    assert migrations.current_version() == LATEST
+
+
+def test_versions_are_numbered_in_order_and_frozen_for_both_backends():
+    versions = [version for version, _, _ in migrations.MIGRATIONS]
+    assert versions == list(range(1, len(versions) + 1))
+    assert list(range(1, len(FROZEN) + 1)) == FROZEN
+    assert FROZEN[-1] <= LATEST
+    for version in FROZEN:
+        for backend in ("sqlite", "postgresql"):
+            statements = migrations.frozen_ddl(version, backend)
+            assert statements and all(s.startswith("CREATE ") for s in statements), (version, backend)
+
+
+def test_the_newest_frozen_version_is_what_the_models_declare_when_it_is_the_current_one():
+    # A released version's models, frozen: if the newest migration is frozen, its files must be the models' DDL.
+    from peewee import PostgresqlDatabase, SqliteDatabase
+
+    if FROZEN[-1] != LATEST:
+        pytest.skip(f"version {LATEST} is not released (frozen) yet; the upgrade tests below cover it")
+    for backend, database in (("sqlite", SqliteDatabase(None)), ("postgresql", PostgresqlDatabase(None))):
+        assert migrations.frozen_ddl(LATEST, backend) == migrations.declared_ddl(database), backend
+
+
+def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch):
+    url = scratch.url()
+    bind(url)
+    assert migrations.migrate() == list(range(1, LATEST + 1))
+    assert migrations.migrate() == []
+    assert differences(declared_schema(scratch), live_schema(scratch.open(url))) == []
+    assert migrations.current_version() == LATEST
+
+
+@pytest.mark.parametrize("version", FROZEN)
+def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_its_rows(scratch, version):
+    url = scratch.url()
+    database = scratch.open(url)
+    build_at(version, database)
+    before = rows(database)
+    assert [table for table, table_rows in before.items() if not table_rows] == []
+    bind(url)
+    assert migrations.migrate() == list(range(version + 1, LATEST + 1))
+    assert migrations.migrate() == []
+
+    assert differences(declared_schema(scratch), live_schema(database)) == []
+    after = rows(database)
+    for table, kept in before.items():
+        if table == "schema_version":
+            continue
+        columns = set(kept[0]) if kept else set()
+        assert [{k: v for k, v in row.items() if k in columns} for row in after[table]] == kept, table
+    assert [row["version"] for row in sorted(after["schema_version"], key=lambda r: r["version"])] == list(
+        range(1, LATEST + 1)
+    )
+    # Version 1 had no stage counts: migration 2 counts the tickets that are there.
+    assert {row["stage"]: row["tickets"] for row in after["stage_count"]} == STAGE_COUNTS
+
+
+def test_a_forgotten_migration_is_found(scratch):
+    # A model that gained a column nobody migrated: the comparison names it.
+    url = scratch.url()
+    bind(url)
+    migrations.migrate()
+    database = scratch.open(url)
+    with database.connection_context():
+        database.execute_sql('ALTER TABLE "ticket" DROP COLUMN "link"')
+    found = differences(declared_schema(scratch), live_schema(database))
+    assert len(found) == 1 and found[0].startswith("ticket.link: declared {'type': 'text'") and "found None" in found[0]
+
+
+def _rebuild_ticket(migrator):
+    # On SQLite, changing a column's type rebuilds the table (copy, drop, rename): with foreign keys on, dropping
+    # `ticket` would cascade-delete its timeline entries and slot claims.
+    run_operations(
+        migrator.add_column("ticket", "owner", CharField(max_length=64, null=True)),
+        migrator.alter_column_type("ticket", "title", TextField()),
+    )
+
+
+def test_a_migration_that_rebuilds_a_table_keeps_the_rows_that_refer_to_it(scratch):
+    url = scratch.url()
+    database = scratch.open(url)
+    at_latest(url, database)
+    before = rows(database)
+    assert migrations.migrate([*migrations.MIGRATIONS, (LATEST + 1, "rebuild", _rebuild_ticket)]) == [LATEST + 1]
+    after = rows(database)
+    assert after["timeline_entry"] == before["timeline_entry"]
+    assert after["slot_claim"] == before["slot_claim"]
+    assert [row["title"] for row in after["ticket"]] == [row["title"] for row in before["ticket"]]
+    columns = live_schema(database)["ticket"]["columns"]
+    assert columns["title"]["type"] == "text" and "owner" in columns
+    assert ("initiative_id", "initiative", "id", "RESTRICT") in live_schema(database)["ticket"]["foreign_keys"]
+
+
+def _orphan_a_claim(migrator):
+    migrator.database.execute_sql('UPDATE "slot_claim" SET "ticket_key" = \'GONE-1\'')
+
+
+def test_a_migration_that_breaks_a_reference_is_rolled_back_whole(scratch):
+    url = scratch.url()
+    database = scratch.open(url)
+    at_latest(url, database)
+    before = rows(database)
+    with pytest.raises(Exception, match=r"(?i)foreign key|dangling"):
+        migrations.migrate([*migrations.MIGRATIONS, (LATEST + 1, "orphan", _orphan_a_claim)])
+    assert rows(database) == before
+    assert migrations.current_version() == LATEST
+
+
+# -- real processes -----------------------------------------------------------------------------------------
+
+
+def _svc(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([SVC, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("version", FROZEN)
+def test_a_database_of_each_release_migrates_twice_then_serves(scratch, tmp_path, version):
+    import requests
+
+    from conftest import BASIC
+
+    url = scratch.url()
+    build_at(version, scratch.open(url))
+    env = svc_env(DATABASE_URL=url, SVC_DATA_DIR=str(tmp_path / "data"), SVC_BASIC_AUTH=BASIC)
+    first = _svc(["migrate"], env)
+    assert first.returncode == 0, first.stderr
+    pending = list(range(version + 1, LATEST + 1))
+    assert f"schema at version {LATEST}; applied now: {pending or 'nothing'}" in first.stdout
+    second = _svc(["migrate"], env)
+    assert second.returncode == 0 and f"schema at version {LATEST}; applied now: nothing" in second.stdout
+
+    port = free_port()
+    server = ServiceProcess(["serve"], {**env, "SVC_PORT": str(port)}, tmp_path / "serve.log").start()
+    base = f"http://127.0.0.1:{port}"
+    auth = tuple(BASIC.split(":", 1))
+    try:
+        server.wait_healthy(base)
+        ticket = requests.get(f"{base}/api/v1/tickets/PORT-2", auth=auth, timeout=10)
+        assert ticket.status_code == 200 and ticket.json()["title"] == "Port the printer"
+        snapshot = requests.get(f"{base}/api/v1/ops/snapshot", auth=auth, timeout=10).json()
+        assert {k: v for k, v in snapshot["counts"]["by_stage"].items() if v} == STAGE_COUNTS
+        decisions = requests.get(f"{base}/api/v1/router/decisions", auth=auth, timeout=10).json()["decisions"]
+        assert [d["event_id"] for d in decisions] == ["evt-1"]
+        made = requests.post(
+            f"{base}/api/v1/tickets",
+            json={"key": "PORT-5", "initiative_id": "port", "title": "After the upgrade"},
+            auth=auth,
+            timeout=10,
+        )
+        assert made.status_code == 201, made.text
+        assert requests.get(f"{base}/api/v1/tickets/PORT-5", auth=auth, timeout=10).status_code == 200
+    finally:
+        server.stop()
+
+
+@pytest.mark.process
+def test_two_processes_migrating_a_fresh_database_at_once_apply_each_version_once(scratch, tmp_path):
+    url = scratch.url()
+    env = svc_env(DATABASE_URL=url, SVC_DATA_DIR=str(tmp_path / "data"))
+    both = [subprocess.Popen([SVC, "migrate"], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [proc.communicate(timeout=120)[0] for proc in both]
+    assert [proc.returncode for proc in both] == [0, 0], outputs
+    said = sorted(line.rsplit("applied now: ", 1)[-1].strip() for line in outputs)
+    assert said == [str(list(range(1, LATEST + 1))), "nothing"]
+    database = scratch.open(url)
+    assert sorted(row["version"] for row in rows(database)["schema_version"]) == list(range(1, LATEST + 1))
