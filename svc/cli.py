@@ -84,7 +84,9 @@ def jobs(args: argparse.Namespace) -> int:
     from svc.clock import shifted, system_clock
 
     config = server_config(args)
-    db.bind(db.open_database(config.database_url, max_connections=4))
+    # Every worker may hold a connection at once (one per scheduled agent, one per outbox lane, the heartbeat),
+    # a slow bay wipe included; connections are opened only when needed.
+    db.bind(db.open_database(config.database_url, max_connections=16))
     migrations.migrate()
     process = assembly.build(config, shifted(config.jobs_clock_offset, system_clock))
     process.install_signal_handlers()
