@@ -1,7 +1,8 @@
 """A real `svc jobs` while a bay wipe runs: the wipe command (`tests/servers/bays.py`) is held mid-wipe — it
 exits when the test releases it, or after 60 s — so what must happen "while the wipe runs" is observed as an
-ordering: the chat post reaches the Discord-shaped server, and the heartbeat beats again, before the wipe command
-has exited. SIGTERM during a wipe lets it finish and records its run before the process exits 0."""
+ordering: the chat post reaches the Discord-shaped server, the tracker close reaches the Linear-shaped one, and
+the heartbeat beats again, before the wipe command has exited. SIGTERM during a wipe lets it finish and records
+its run before the process exits 0."""
 
 import signal
 
@@ -16,6 +17,7 @@ from conftest import BASIC, CI_SECRET
 from processes import ServiceProcess, start_service, svc_env, wait_until
 from servers.bays import BayWiper
 from servers.discord import FakeDiscord
+from servers.linear import API_KEY, FakeLinear
 
 pytestmark = pytest.mark.process
 
@@ -32,18 +34,22 @@ def jobs_process(tmp_path, database_url, **extra: str) -> ServiceProcess:
     return ServiceProcess(["jobs"], env, tmp_path / "jobs.log").start()
 
 
+def person() -> requests.Session:
+    session = requests.Session()
+    session.auth = tuple(BASIC.split(":", 1))
+    return session
+
+
 def cancelled_ticket_on_a_bay(base: str) -> None:
     """PORT-1 holds bay-1 and is cancelled: a slot release (a bay wipe) waits in the outbox."""
-    person = requests.Session()
-    person.auth = tuple(BASIC.split(":", 1))
     answers = [
-        person.post(base + "/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"}),
-        person.post(
+        person().post(base + "/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"}),
+        person().post(
             base + "/api/v1/tickets",
             json={"key": "PORT-1", "initiative_id": "port", "title": "Login", "stage": "execute"},
         ),
-        person.post(base + "/api/v1/slots/bay-1/claim", json={"ticket": "PORT-1"}),
-        person.post(base + "/api/v1/tickets/PORT-1/cancel"),
+        person().post(base + "/api/v1/slots/bay-1/claim", json={"ticket": "PORT-1"}),
+        person().post(base + "/api/v1/tickets/PORT-1/cancel"),
     ]
     assert [a.status_code for a in answers] == [201, 201, 200, 200], [a.text for a in answers]
 
@@ -54,20 +60,20 @@ def release_message() -> OutboxMessage:
         return message
 
 
-def test_a_chat_post_goes_out_and_the_heartbeat_beats_while_a_bay_wipe_runs(app, tmp_path, database_url):
+def test_chat_and_tracker_go_out_and_the_heartbeat_beats_while_a_bay_wipe_runs(app, tmp_path, database_url):
     wiper = BayWiper(tmp_path / "bays")
     wiper.hold()
-    with FakeDiscord() as discord:
+    with FakeDiscord() as discord, FakeLinear() as linear:
+        linear.add_issue("ENG-12", linear.add_team("ENG"))
+        outbound = {
+            "DISCORD_WEBHOOK_URL": discord.url,
+            "SVC_TRACKER_API_URL": linear.url,
+            "SVC_TRACKER_API_KEY": API_KEY,
+        }
         server, base = start_service(
-            tmp_path,
-            database_url,
-            SVC_CI_WEBHOOK_SECRET=CI_SECRET,
-            SVC_BASIC_AUTH=BASIC,
-            DISCORD_WEBHOOK_URL=discord.url,
+            tmp_path, database_url, SVC_CI_WEBHOOK_SECRET=CI_SECRET, SVC_BASIC_AUTH=BASIC, **outbound
         )
-        jobs = jobs_process(
-            tmp_path, database_url, DISCORD_WEBHOOK_URL=discord.url, SVC_BAY_WIPE_COMMAND=wiper.command_line
-        )
+        jobs = jobs_process(tmp_path, database_url, SVC_BAY_WIPE_COMMAND=wiper.command_line, **outbound)
         try:
             cancelled_ticket_on_a_bay(base)
             wait_until(lambda: wiper.started("bay-1"), timeout=30, what="the slot release's bay wipe to start")
@@ -80,16 +86,21 @@ def test_a_chat_post_goes_out_and_the_heartbeat_beats_while_a_bay_wipe_runs(app,
                 timeout=10,
             )
             assert notify.status_code == 200 and notify.json()["chat"] == "queued"
+            port2 = {"key": "PORT-2", "initiative_id": "port", "title": "Logout", "tracker_issue_id": "ENG-12"}
+            assert person().post(base + "/api/v1/tickets", json=port2).status_code == 201
+            assert person().post(base + "/api/v1/tickets/PORT-2/mark_done").status_code == 200
 
             (post,) = wait_until(lambda: discord.contents(), timeout=30, what="the notify's chat post")
             assert wiper.wiped == []  # the wipe command has not exited: the post did not wait for it
+            wait_until(lambda: linear.find("ENG-12").state.type == "completed", timeout=30, what="the tracker close")
+            assert wiper.wiped == []
 
             def beat_again():
                 with connection():
                     return job_state.last_beat() > beat_before
 
             wait_until(beat_again, timeout=30, what="a heartbeat during the wipe")
-            health = requests.get(base + "/api/v1/ops/snapshot", auth=tuple(BASIC.split(":", 1)), timeout=10)
+            health = person().get(base + "/api/v1/ops/snapshot", timeout=10)
             assert wiper.wiped == []  # still wiping
             assert release_message().status == outbox.PENDING
 
