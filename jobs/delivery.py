@@ -11,6 +11,7 @@ on purpose without delivery, e.g. a chat post while no chat webhook is configure
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -99,8 +100,11 @@ class OutboxDeliverer:
         self.owner = owner or f"deliverer-{uuid.uuid4().hex[:12]}"
         self.lease_seconds = lease_seconds
 
-    def drain(self, *, limit: int = 50, kinds: list[str] | None = None) -> int:
-        """Deliver what is due now; return how many messages were handled (sent, retried or given up)."""
+    def drain(self, *, limit: int = 50, kinds: list[str] | None = None, stop: threading.Event | None = None) -> int:
+        """Deliver what is due now; return how many messages were handled (sent, retried or given up).
+
+        Once `stop` is set, the message in hand is finished and no other is started.
+        """
         # Only kinds this deliverer can handle: a message of another kind waits for a process that can.
         kinds = list(self.handlers) if kinds is None else kinds
         if not kinds:
@@ -108,6 +112,8 @@ class OutboxDeliverer:
         handled = 0
         with connection():
             while handled < limit:
+                if stop is not None and stop.is_set():
+                    break
                 with transaction():
                     message = outbox.lease_next(
                         owner=self.owner, now=self.clock(), seconds=self.lease_seconds, kinds=kinds

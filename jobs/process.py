@@ -1,4 +1,11 @@
-"""The jobs process (`svc jobs`): scheduled agents, outbox delivery and a heartbeat, in one loop.
+"""The jobs process (`svc jobs`): scheduled agents, outbox delivery and a heartbeat, each on its own worker.
+
+A bay wipe may take minutes (`SVC_BAY_WIPE_TIMEOUT`), and a pulse or a slot release can run several. So nothing
+waits behind anything else: the heartbeat beats on its own thread; each scheduled agent has a worker; the outbox
+is drained by one worker per kind of message (a lane), so a slot release wiping a bay holds back only the next
+slot release, never a chat post or a tracker close. Wipes stay leased in the database (`jobs/steward.py`), so
+two workers or two processes never wipe one bay. SIGTERM lets every worker finish the item in hand (one
+scheduled run, one message), then the heartbeat stops and the process exits.
 
 Scheduled jobs are claimed with a compare-and-swap on `job_state.last_slot` (the due time they run for),
 so two jobs processes on one database never run the same scheduled job twice. A job that missed its time
@@ -12,7 +19,7 @@ import logging
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,7 +39,9 @@ log = logging.getLogger("svc.jobs")
 ON_TIME = timedelta(minutes=5)
 TICK_SECONDS = 20
 DRAIN_SECONDS = 2
-HEARTBEAT_SECONDS = 15
+# Messages one drain of a lane takes on; a full batch means more are waiting, so the lane goes again at once.
+DRAIN_BATCH = 50
+HEARTBEAT_SECONDS = 5
 
 Job = Callable[[runs.Trigger], Any]
 
@@ -64,6 +73,16 @@ def due_slot(plan: AgentSchedule, last_slot: datetime | None, now: datetime) -> 
     return DueRun(plan.agent_id, slot, late=False)
 
 
+@dataclass(frozen=True)
+class Worker:
+    """One thread of the jobs process: `step` is called, then again after `every` seconds (at once when it
+    says more work is waiting), until the process stops."""
+
+    name: str
+    step: Callable[[], bool]
+    every: float
+
+
 class JobsProcess:
     def __init__(
         self,
@@ -73,23 +92,30 @@ class JobsProcess:
         deliverer: OutboxDeliverer | None = None,
         schedules: Mapping[str, AgentSchedule] = AGENTS,
         owner: str | None = None,
+        lanes: Mapping[str, Iterable[str]] | None = None,
     ):
         self.clock = clock
         self.jobs = dict(jobs)
         self.deliverer = deliverer
         self.schedules = {agent_id: schedules[agent_id] for agent_id in self.jobs}
         self.owner = owner or f"jobs-{uuid.uuid4().hex[:12]}"
+        # lane name -> the outbox kinds its worker delivers; by default one lane per kind.
+        if lanes is None:
+            lanes = {kind: (kind,) for kind in (deliverer.handlers if deliverer is not None else ())}
+        self.lanes = {name: tuple(kinds) for name, kinds in lanes.items()}
         self.stopping = threading.Event()
+        self._pause = threading.Event()  # never set: the main thread's wait between ticks
 
-    # -- one tick, testable with an injected clock --------------------------------------------------------
+    # -- one step at a time, testable with an injected clock ----------------------------------------------
 
-    def due(self, now: datetime | None = None) -> list[DueRun]:
+    def due(self, now: datetime | None = None, *, agents: Iterable[str] | None = None) -> list[DueRun]:
         now = now or self.clock()
+        wanted = list(self.schedules) if agents is None else [a for a in agents if a in self.schedules]
         with connection():
-            last = job_state.last_slots(list(self.schedules))
+            last = job_state.last_slots(wanted)
         found = []
-        for agent_id, plan in self.schedules.items():
-            run = due_slot(plan, last.get(agent_id), now)
+        for agent_id in wanted:
+            run = due_slot(self.schedules[agent_id], last.get(agent_id), now)
             if run is not None:
                 found.append(run)
         return found
@@ -100,10 +126,10 @@ class JobsProcess:
         with connection(), transaction():
             return job_state.claim(run.agent_id, run.slot, owner=self.owner, at=now)
 
-    def run_due(self) -> list[str]:
-        """Run every job due now (each claimed first); return the agent ids that ran here."""
+    def run_due(self, agents: Iterable[str] | None = None) -> list[str]:
+        """Run every job due now (each claimed first), of `agents` or of all; return the agent ids that ran here."""
         ran = []
-        for run in self.due():
+        for run in self.due(agents=agents):
             if self.stopping.is_set():
                 break
             if not self.claim(run):
@@ -139,44 +165,110 @@ class JobsProcess:
             with connection(), transaction():
                 job_state.finished(run.agent_id, at=self.clock())
 
-    def drain(self) -> int:
-        return self.deliverer.drain() if self.deliverer is not None else 0
+    def drain(self, kinds: Iterable[str] | None = None) -> int:
+        """Deliver the due messages of `kinds` (default: every kind); stops between messages once stopping."""
+        if self.deliverer is None:
+            return 0
+        return self.deliverer.drain(limit=DRAIN_BATCH, kinds=None if kinds is None else list(kinds), stop=self.stopping)
 
     def heartbeat(self) -> None:
         now = self.clock()
         with connection(), transaction():
             job_state.beat(owner=self.owner, at=now)
 
-    # -- the loop -----------------------------------------------------------------------------------------
+    # -- the workers --------------------------------------------------------------------------------------
+
+    def workers(self) -> list[Worker]:
+        """One worker per scheduled agent and one per outbox lane (the heartbeat has its own thread)."""
+        found = [Worker(f"agent {agent_id}", self._agent_step(agent_id), TICK_SECONDS) for agent_id in self.schedules]
+        found += [
+            Worker(f"outbox {name}", lambda k=kinds: self.drain(k) >= DRAIN_BATCH, DRAIN_SECONDS)
+            for name, kinds in self.lanes.items()
+        ]
+        return found
+
+    def _agent_step(self, agent_id: str) -> Callable[[], bool]:
+        def step() -> bool:
+            self.run_due([agent_id])
+            return False  # a scheduled agent is due at most once a tick
+
+        return step
 
     def run_forever(self) -> None:
-        """Loop until SIGTERM/SIGINT; the job in hand is finished before the process exits."""
-        loop = schedule.Scheduler()
-        loop.every(TICK_SECONDS).seconds.do(self._guarded, self.run_due)
-        loop.every(DRAIN_SECONDS).seconds.do(self._guarded, self.drain)
-        loop.every(HEARTBEAT_SECONDS).seconds.do(self._guarded, self.heartbeat)
-        log.info("jobs process started", extra={"owner": self.owner, "jobs": sorted(self.jobs)})
-        self._guarded(self.heartbeat)
-        self._guarded(self.run_due)
-        self._guarded(self.drain)
-        log.info("jobs process ready: first scheduling pass done", extra={"owner": self.owner})
+        """Run every worker until SIGTERM/SIGINT; each finishes the item in hand, then the process returns.
+
+        The main thread keeps the process's one clock (a `schedule.Scheduler`) and does nothing else: at each
+        worker's interval it wakes that worker's thread, so no piece of work can hold the clock, or another
+        worker, back. The heartbeat is a thread the clock wakes too, and it goes on beating while the workers
+        finish their work in hand after SIGTERM: a process finishing a wipe is alive.
+        """
+        log.info(
+            "jobs process started",
+            extra={"owner": self.owner, "jobs": sorted(self.jobs), "outbox_lanes": sorted(self.lanes)},
+        )
+        clock = schedule.Scheduler()
+        heart_wake, beating_done = threading.Event(), threading.Event()
+        clock.every(HEARTBEAT_SECONDS).seconds.do(heart_wake.set)
+        self._guarded("heartbeat", self.heartbeat)
+        heart = threading.Thread(target=self._beat, args=(heart_wake, beating_done), name="heartbeat", daemon=True)
+        heart.start()
+        threads, wakes, first_passes = [], [], []
+        for worker in self.workers():
+            wake, first_pass = threading.Event(), threading.Event()
+            clock.every(worker.every).seconds.do(wake.set)
+            thread = threading.Thread(target=self._work, args=(worker, wake, first_pass), name=worker.name, daemon=True)
+            thread.start()
+            threads.append(thread)
+            wakes.append(wake)
+            first_passes.append(first_pass)
+        ready = False
         while not self.stopping.is_set():
-            loop.run_pending()
-            idle = loop.idle_seconds
-            self.stopping.wait(timeout=min(max(idle if idle is not None else 1.0, 0.05), 1.0))
+            if not ready and all(p.is_set() for p in first_passes):
+                ready = True
+                log.info("jobs process ready: first scheduling pass done", extra={"owner": self.owner})
+            self._tick(clock)
+        for wake in wakes:  # a worker waiting for its next tick sees the stop at once
+            wake.set()
+        while any(thread.is_alive() for thread in threads):
+            self._tick(clock)
+        beating_done.set()
+        heart_wake.set()
+        heart.join()
         log.info("jobs process stopped", extra={"owner": self.owner})
 
-    def _guarded(self, step: Callable[[], Any]) -> None:
-        if self.stopping.is_set():
-            return
+    def _tick(self, clock: schedule.Scheduler) -> None:
+        clock.run_pending()
+        idle = clock.idle_seconds
+        # Short waits: the main thread must stay free to take SIGTERM, and see the workers end.
+        self._pause.wait(timeout=min(max(idle if idle is not None else 0.1, 0.05), 0.5))
+
+    def _work(self, worker: Worker, wake: threading.Event, first_pass: threading.Event) -> None:
+        while not self.stopping.is_set():
+            more = self._guarded(worker.name, worker.step)
+            first_pass.set()
+            if not more:
+                wake.wait()
+            wake.clear()
+        first_pass.set()
+
+    def _beat(self, wake: threading.Event, done: threading.Event) -> None:
+        while True:
+            wake.wait()
+            wake.clear()
+            if done.is_set():
+                return
+            self._guarded("heartbeat", self.heartbeat)
+
+    def _guarded(self, name: str, step: Callable[[], Any]) -> Any:
         try:
-            step()
-        except Exception:  # one failing step (database restarting, say) must not end the process
-            log.exception("jobs step failed", extra={"step": getattr(step, "__name__", str(step))})
+            return step()
+        except Exception:  # one failing step (database restarting, say) must not end its worker
+            log.exception("jobs step failed", extra={"step": name})
+            return None
 
     def install_signal_handlers(self) -> None:
         def stop(signum, frame):
-            log.info("stopping after the job in hand", extra={"signal": signum})
+            log.info("stopping after the work in hand", extra={"signal": signum})
             self.stopping.set()
 
         signal.signal(signal.SIGTERM, stop)

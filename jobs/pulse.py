@@ -28,7 +28,8 @@ from svc.config import Config
 
 PULSE_AGENT = "ops-daily-pulse"
 POST_MODES = ("auto", "always", "never")
-HEARTBEAT_STALE = timedelta(seconds=HEARTBEAT_SECONDS * 8)
+# Two minutes: two dozen beats missed. The heartbeat has its own thread, so a long bay wipe never delays it.
+HEARTBEAT_STALE = timedelta(seconds=HEARTBEAT_SECONDS * 24)
 OUTBOX_STALE = timedelta(minutes=15)
 FAILED_WINDOW = timedelta(hours=24)
 WALLET_WARN_PERCENT = 80.0

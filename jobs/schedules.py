@@ -1,34 +1,21 @@
 """When each agent is due, in UTC whatever the host's time zone.
 
-The `schedule` library drives the jobs loop, but it reads the host's clock and can only say "next run";
-a cron monitor needs more: the last time a job *was* due (to catch up a missed run, and to say whether an
-agent is late) from an injected clock. `Cron` answers both for the five-field cron expressions of the seed.
+A cron monitor needs more than "when next": the last time a job *was* due (to catch up a missed run, and to say
+whether an agent is late), from an injected clock. `Cron` answers both for five-field cron expressions, and says
+each in plain words; cronsim (the evaluator healthchecks.io runs its users' crons with) does the reading, so
+steps, ranges, names and the day-of-month/day-of-week rule mean what they mean in cron.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day", 1, 31), ("month", 1, 12), ("weekday", 0, 6))
+from cronsim import CronSim, CronSimError
 
-
-def _parse_field(text: str, low: int, high: int, name: str) -> frozenset[int]:
-    top = 7 if name == "weekday" else high  # cron writes Sunday as 0 or 7
-    values: set[int] = set()
-    for part in text.split(","):
-        body, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if body == "*":
-            start, end = low, high
-        elif "-" in body:
-            start, end = (int(v) for v in body.split("-", 1))
-        else:
-            start = end = int(body)
-        if step < 1 or start < low or end > top or start > end:
-            raise ValueError(f"cron {name} field {text!r} is out of range {low}-{top}")
-        values.update(range(start, end + 1, step))
-    return frozenset(v % 7 for v in values) if name == "weekday" else frozenset(values)
+# Any fixed moment: cronsim parses an expression (and explains it) only together with a starting time.
+_PARSE_AT = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -36,61 +23,33 @@ class Cron:
     """A five-field cron expression (minute hour day-of-month month day-of-week), evaluated in UTC."""
 
     expression: str
+    explained: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        parts = self.expression.split()
-        if len(parts) != 5:
+        if len(self.expression.split()) != 5:
             raise ValueError(f"cron expression {self.expression!r} needs five fields")
-        parsed = [_parse_field(text, low, high, name) for text, (name, low, high) in zip(parts, _FIELDS, strict=True)]
-        object.__setattr__(self, "_sets", parsed)
-        object.__setattr__(self, "_day_any", parts[2] == "*")
-        object.__setattr__(self, "_weekday_any", parts[4] == "*")
-
-    def _day_matches(self, day: datetime) -> bool:
-        _, _, days, months, weekdays = self._sets
-        if day.month not in months:
-            return False
-        in_days = day.day in days
-        in_weekdays = (day.isoweekday() % 7) in weekdays
-        if self._day_any and self._weekday_any:
-            return True
-        if self._day_any:
-            return in_weekdays
-        if self._weekday_any:
-            return in_days
-        return in_days or in_weekdays  # cron's rule when both are restricted
+        try:
+            parsed = CronSim(self.expression, _PARSE_AT)
+        except CronSimError as exc:
+            raise ValueError(f"cron expression {self.expression!r}: {exc}") from None
+        object.__setattr__(self, "explained", parsed.explain())
 
     def next_after(self, moment: datetime) -> datetime:
         """The first time strictly after `moment` that matches."""
-        minutes, hours = sorted(self._sets[0]), sorted(self._sets[1])
-        start = _utc(moment).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        day = start.replace(hour=0, minute=0)
-        for offset in range(0, 366 * 5):
-            candidate_day = day + timedelta(days=offset)
-            if not self._day_matches(candidate_day):
-                continue
-            for hour in hours:
-                for minute in minutes:
-                    when = candidate_day.replace(hour=hour, minute=minute)
-                    if when >= start:
-                        return when
-        raise ValueError(f"cron expression {self.expression!r} never matches")
+        start = _utc(moment).replace(second=0, microsecond=0)
+        return self._first(CronSim(self.expression, start))
 
     def previous(self, moment: datetime) -> datetime:
         """The last time at or before `moment` that matches."""
-        minutes, hours = sorted(self._sets[0], reverse=True), sorted(self._sets[1], reverse=True)
         end = _utc(moment).replace(second=0, microsecond=0)
-        day = end.replace(hour=0, minute=0)
-        for offset in range(0, 366 * 5):
-            candidate_day = day - timedelta(days=offset)
-            if not self._day_matches(candidate_day):
-                continue
-            for hour in hours:
-                for minute in minutes:
-                    when = candidate_day.replace(hour=hour, minute=minute)
-                    if when <= end:
-                        return when
-        raise ValueError(f"cron expression {self.expression!r} never matches")
+        # cronsim steps before it looks: from one second past `end`, a match at `end` itself is found.
+        return self._first(CronSim(self.expression, end + timedelta(seconds=1), reverse=True))
+
+    def _first(self, times: Iterator[datetime]) -> datetime:
+        try:
+            return next(times)
+        except StopIteration:  # cronsim looks 50 years ahead (or back) before it gives up
+            raise ValueError(f"cron expression {self.expression!r} never matches") from None
 
 
 def _utc(moment: datetime) -> datetime:
@@ -117,6 +76,14 @@ class AgentSchedule:
             return self.cron.expression
         assert self.every is not None
         return f"every {int(self.every.total_seconds() // 60)} minutes"
+
+    @property
+    def schedule_in_words(self) -> str:
+        """The schedule as a sentence, e.g. "At 08:00 every day (UTC)"."""
+        if self.cron is not None:
+            return f"{self.cron.explained} (UTC)"
+        assert self.every is not None
+        return f"Every {int(self.every.total_seconds() // 60)} minutes"
 
     def next_due(self, now: datetime, last_run_at: datetime | None) -> datetime:
         if self.cron is not None:

@@ -52,12 +52,13 @@ def server_config(args: argparse.Namespace) -> Config:
 def serve(args: argparse.Namespace, config: Config | None = None) -> int:
     import waitress
 
-    from api import create_app
+    from api import create_app, proxies
 
     config = config or server_config(args)
-    app = create_app(config)
+    app = proxies.TrustedProxies.from_config(create_app(config), config)
     print(
-        f"svc: serving on http://{config.host}:{config.port} (database: {_describe_db(config.database_url)})",
+        f"svc: serving on http://{config.host}:{config.port} (database: {_describe_db(config.database_url)}); "
+        f"{proxies.describe(config)}",
         flush=True,
     )
     waitress.serve(
@@ -69,7 +70,9 @@ def serve(args: argparse.Namespace, config: Config | None = None) -> int:
         # waitress's own limit sits well above the app's, so even an oversized body gets a problem+json 413.
         max_request_body_size=max(config.max_body_bytes * 8, 16 * 1024 * 1024),
         max_request_header_size=64 * 1024,
-        clear_untrusted_proxy_headers=True,
+        # TrustedProxies reads the forwarding headers of trusted proxies and removes everyone else's; waitress
+        # must leave them in place for it (its own trusted_proxy takes a single address, see api/proxies.py).
+        clear_untrusted_proxy_headers=False,
         channel_timeout=60,
     )
     return 0
@@ -82,7 +85,9 @@ def jobs(args: argparse.Namespace) -> int:
     from svc.clock import shifted, system_clock
 
     config = server_config(args)
-    db.bind(db.open_database(config.database_url, max_connections=4))
+    # Every worker may hold a connection at once (one per scheduled agent, one per outbox lane, the heartbeat),
+    # a slow bay wipe included; connections are opened only when needed.
+    db.bind(db.open_database(config.database_url, max_connections=16))
     migrations.migrate()
     process = assembly.build(config, shifted(config.jobs_clock_offset, system_clock))
     process.install_signal_handlers()

@@ -16,6 +16,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 CREDENTIALS_FILE = "credentials.env"
+# What waitress's proxy-header parser understands; `forwarded` (RFC 7239) excludes the X-Forwarded-* ones.
+PROXY_HEADERS = frozenset(
+    {"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-forwarded-by", "forwarded"}
+)
+DEFAULT_PROXY_HEADERS = frozenset({"x-forwarded-for", "x-forwarded-proto"})
 DEFAULT_TRACKER_API_URL = "https://api.linear.app/graphql"
 MIN_SECRET_LENGTH = 16
 
@@ -54,6 +59,12 @@ class Config:
     bay_wipe_command: tuple[str, ...] | None = None
     bay_wipe_timeout: float = 120.0
     max_body_bytes: int = 1_048_576
+    # Reverse proxies whose forwarding headers say who the client is (a lone address is a /32 or /128 network);
+    # empty: no forwarding header is ever believed, the client is the connection's peer.
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    # How many proxies in a row append to X-Forwarded-For (a CDN in front of a load balancer is 2).
+    trusted_proxy_count: int = 1
+    trusted_proxy_headers: frozenset[str] = DEFAULT_PROXY_HEADERS
     stuck_after_hours: float = 48.0
     retry_budget_per_day: int = 2
     poller_window_minutes: int = 30
@@ -130,6 +141,9 @@ class Config:
             bay_wipe_command=env.command("SVC_BAY_WIPE_COMMAND"),
             bay_wipe_timeout=env.number("SVC_BAY_WIPE_TIMEOUT", 120.0, low=1, high=3600),
             max_body_bytes=env.integer("SVC_MAX_BODY_BYTES", 1_048_576, low=1024, high=64 * 1_048_576),
+            trusted_proxies=env.networks("SVC_TRUSTED_PROXY"),
+            trusted_proxy_count=env.integer("SVC_TRUSTED_PROXY_COUNT", 1, low=1, high=10),
+            trusted_proxy_headers=env.proxy_headers("SVC_TRUSTED_PROXY_HEADERS"),
             stuck_after_hours=env.number("SVC_STUCK_AFTER_HOURS", 48.0, low=0.1, high=24 * 365),
             retry_budget_per_day=env.integer("SVC_RETRY_BUDGET", 2, low=0, high=1000),
             poller_window_minutes=env.integer("SVC_POLLER_WINDOW_MINUTES", 30, low=1, high=7 * 24 * 60),
@@ -138,6 +152,11 @@ class Config:
             ops_scheduler=env.choice("SVC_OPS_SCHEDULER", "JOBS", {"JOBS", "EXTERNAL"}).lower(),
             jobs_clock_offset=env.number("SVC_JOBS_CLOCK_OFFSET", 0.0, low=-10 * 366 * 86400, high=10 * 366 * 86400),
         )
+        if not values["trusted_proxies"]:
+            # Without a trusted proxy these would silently do nothing; say so instead (waitress refuses them too).
+            for name in ("SVC_TRUSTED_PROXY_COUNT", "SVC_TRUSTED_PROXY_HEADERS"):
+                if env.text(name) is not None:
+                    env.problems.append(f"{name}: has no meaning without SVC_TRUSTED_PROXY")
         if env.problems:
             raise ConfigError(env.problems)
         return cls(**values)
@@ -271,6 +290,43 @@ class _Reader:
         if raw is None:
             return frozenset()
         return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+    def networks(self, name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """Comma-separated IP addresses or networks (CIDR), e.g. `10.0.0.5, 10.1.0.0/16, ::1`."""
+        raw = self._raw(name)
+        if raw is None:
+            return ()
+        found = []
+        for part in (p.strip() for p in raw.split(",")):
+            if not part:
+                continue
+            try:
+                found.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                self._bad(
+                    name,
+                    f"expected IP addresses or networks, comma-separated (e.g. 10.0.0.5 or 10.0.0.0/24), got {part!r}",
+                )
+        return tuple(found)
+
+    def proxy_headers(self, name: str) -> frozenset[str]:
+        raw = self._raw(name)
+        if raw is None:
+            return DEFAULT_PROXY_HEADERS
+        headers = frozenset(p.strip().lower() for p in raw.split(",") if p.strip())
+        unknown = headers - PROXY_HEADERS
+        if unknown:
+            self._bad(
+                name,
+                f"unknown header {', '.join(sorted(unknown))}; expected some of {', '.join(sorted(PROXY_HEADERS))}",
+            )
+        elif "forwarded" in headers and len(headers) > 1:
+            self._bad(name, "forwarded (RFC 7239) cannot be trusted together with the X-Forwarded-* headers")
+        elif not headers & {"x-forwarded-for", "forwarded"}:
+            self._bad(name, "must include x-forwarded-for or forwarded: the client's address is what the proxy tells")
+        else:
+            return headers
+        return DEFAULT_PROXY_HEADERS
 
     def command(self, name: str) -> tuple[str, ...] | None:
         raw = self._raw(name)

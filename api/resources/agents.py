@@ -21,6 +21,7 @@ def agent_row(status: agents_strip.AgentStatus) -> dict:
         "last_run_at": iso(last.started_at) if last else None,
         "ok": bool(last.ok) if last else None,
         "schedule": status.schedule.schedule_text,
+        "schedule_in_words": status.schedule.schedule_in_words,
         "next_due_at": iso(status.next_due_at),
         "late": status.late,
     }

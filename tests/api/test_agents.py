@@ -19,6 +19,8 @@ def test_every_agent_is_listed_never_run_and_not_late(api, clock):
     pulse = agents["ops-daily-pulse"]
     assert pulse["last_run_at"] is None and pulse["ok"] is None and pulse["late"] is False
     assert pulse["schedule"] == "0 8 * * *"
+    assert pulse["schedule_in_words"] == "At 08:00 every day (UTC)"
+    assert agents["poller"]["schedule_in_words"] == "Every 5 minutes"
     assert pulse["next_due_at"] == "2026-11-21T08:00:00.000000Z"  # the clock stands at 2026-11-20 10:00
 
 

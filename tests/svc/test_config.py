@@ -90,3 +90,55 @@ def test_environment_secrets_win_over_the_generated_file(tmp_path):
     Config(data_dir=tmp_path).with_generated_credentials()
     config = Config(data_dir=tmp_path, basic_auth="ops:from-the-environment").with_generated_credentials()
     assert config.basic_auth == "ops:from-the-environment"
+
+
+def test_trusted_proxies_are_addresses_or_networks():
+    import ipaddress
+
+    config = Config.from_env(
+        {
+            "SVC_TRUSTED_PROXY": "10.0.0.5, 10.1.0.0/16,::1",
+            "SVC_TRUSTED_PROXY_COUNT": "2",
+            "SVC_TRUSTED_PROXY_HEADERS": "X-Forwarded-For, x-forwarded-host",
+        }
+    )
+    assert config.trusted_proxies == (
+        ipaddress.ip_network("10.0.0.5/32"),
+        ipaddress.ip_network("10.1.0.0/16"),
+        ipaddress.ip_network("::1/128"),
+    )
+    assert config.trusted_proxy_count == 2
+    assert config.trusted_proxy_headers == {"x-forwarded-for", "x-forwarded-host"}
+
+
+def test_unset_no_proxy_is_trusted_and_the_defaults_are_what_a_proxy_sends():
+    config = Config.from_env({})
+    assert config.trusted_proxies == ()
+    assert config.trusted_proxy_count == 1
+    assert config.trusted_proxy_headers == {"x-forwarded-for", "x-forwarded-proto"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"SVC_TRUSTED_PROXY": "nginx"}, "SVC_TRUSTED_PROXY: expected IP addresses or networks"),
+        ({"SVC_TRUSTED_PROXY": "10.0.0.0/33"}, "SVC_TRUSTED_PROXY: expected IP addresses or networks"),
+        ({"SVC_TRUSTED_PROXY": "*"}, "SVC_TRUSTED_PROXY: expected IP addresses or networks"),
+        ({"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_COUNT": "0"}, "SVC_TRUSTED_PROXY_COUNT: must be"),
+        ({"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_HEADERS": "x-real-ip"}, "unknown header x-real-ip"),
+        (
+            {"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_HEADERS": "forwarded,x-forwarded-for"},
+            "forwarded (RFC 7239) cannot be trusted together",
+        ),
+        (
+            {"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_HEADERS": "x-forwarded-proto"},
+            "must include x-forwarded-for or forwarded",
+        ),
+        ({"SVC_TRUSTED_PROXY_COUNT": "2"}, "SVC_TRUSTED_PROXY_COUNT: has no meaning without SVC_TRUSTED_PROXY"),
+        ({"SVC_TRUSTED_PROXY_HEADERS": "forwarded"}, "SVC_TRUSTED_PROXY_HEADERS: has no meaning without"),
+    ],
+)
+def test_a_bad_proxy_setting_is_named(environ, message):
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env(environ)
+    assert any(message in problem for problem in caught.value.problems), caught.value.problems

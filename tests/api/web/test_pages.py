@@ -100,3 +100,14 @@ def test_static_files_are_served_and_nothing_else(api):
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert api.get("/static/board.js").headers["content-type"].startswith("text/javascript")
     assert api.get("/static/secrets.env").status_code == 404
+
+
+def test_each_agent_tile_says_its_schedule_in_words(board):
+    html = board.get("/").text
+    # Each tile's text runs from its data-agent to the next one's (the last one's, to the end of the page).
+    tiles = {chunk.split('"', 1)[0]: chunk for chunk in html.split('data-agent="')[1:]}
+    assert "At 08:00 every day" in tiles["ops-daily-pulse"]
+    assert "At 09:00 on Monday" in tiles["ops-weekly-digest"]
+    assert "At 09:00 and 18:00 every day" in tiles["writing-daily"]
+    assert "At 04:00 every day" in tiles["idle-reclaim"]
+    assert "schedule-words" not in tiles["poller"]  # "every 5 minutes" says it already
