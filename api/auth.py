@@ -4,6 +4,8 @@ Every secret is compared in constant time; a scheme whose secret is not configur
 
 Failed credentials are counted per client address: after `FAILURE_LIMIT` failures within `WINDOW` seconds,
 that address gets 429 with `Retry-After` until the window has passed. The count lives in this process.
+A correctly signed delivery outside its sender's replay window is refused later, when the router reads it
+(401 `stale-delivery`), and is not counted here: `api/errors.py` says why.
 """
 
 from __future__ import annotations
