@@ -49,3 +49,23 @@ def test_an_empty_query_parameter_reads_as_absent_and_the_document_says_so(api):
     assert api.get("/api/v1/router/decisions?since=&outcome=&limit=").status_code == 200
     assert api.get("/api/v1/tickets?limit=").status_code == 200
     assert api.get("/api/v1/tickets?limit=0").status_code == 400
+
+
+def test_the_forge_webhook_documents_githubs_form_encoded_body(api):
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    content = document["paths"]["/api/v1/webhooks/forge"]["post"]["requestBody"]["content"]
+    assert set(content) == {"application/json", "application/x-www-form-urlencoded"}
+    form = content["application/x-www-form-urlencoded"]
+    assert form["schema"]["required"] == ["payload"]
+    assert form["schema"]["properties"]["payload"]["contentMediaType"] == "application/json"
+    # The tracker and CI endpoints take JSON only.
+    for path in ("/api/v1/webhooks/tracker", "/api/v1/webhooks/ci"):
+        assert set(document["paths"][path]["post"]["requestBody"]["content"]) == {"application/json"}
+
+
+def test_the_tracker_webhook_documents_the_401_for_a_stale_delivery(api):
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    unauthorized = document["paths"]["/api/v1/webhooks/tracker"]["post"]["responses"]["401"]
+    assert "stale delivery" in unauthorized["description"]
+    assert "SVC_WEBHOOK_TOLERANCE_SECONDS" in unauthorized["description"]
+    assert unauthorized["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/problem"}
