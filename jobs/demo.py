@@ -11,8 +11,9 @@ they cause is done by the real code, exactly as in production:
   the poller every five minutes over the last hours; the same process beats its heartbeat and drains the outbox
   (the board's own events to the router, slot releases through the slot steward, chat posts, tracker closes);
 - webhook payloads from `examples/payloads/` (GitHub, Linear), stamped with the story's time as their senders
-  would stamp them, go through the real normalizers and the shadow router; invalid envelopes from `examples/envelopes/invalid/` are recorded as rejected (the files the story
-  uses are copied into `jobs/demo_examples/`, so an installed `svc demo` has them).
+  would stamp them, go through the real normalizers and the shadow router; invalid envelopes from
+  `examples/envelopes/invalid/` are recorded as rejected (the files the story uses are copied into
+  `jobs/demo_examples/`, so an installed `svc demo` has them).
 
 Only what would leave the machine is stood in for: chat posts are recorded, not sent (as with no
 `DISCORD_WEBHOOK_URL`); the tracker close is answered by `SimulatedLinear` (one closed, one issue Linear does

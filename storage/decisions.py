@@ -23,9 +23,14 @@ def accepted(same_event: str) -> RouterDecision | None:
     return None if bound is None else statements.select_one(RouterDecision, {"id": bound.decision_id})
 
 
-def accept(same_event: str, decision: RouterDecision, *, at: datetime) -> None:
-    """Bind the same-event key to its decision; a concurrent twin fails with IntegrityError (it is the key)."""
+def accept(same_event: str, decision: RouterDecision, *, at: datetime, alias: str | None = None) -> None:
+    """Bind the same-event key to its decision; a concurrent twin fails with IntegrityError (it is the key).
+
+    `alias` (a webhook event's id, when its key is made otherwise) is bound too unless already taken, so the
+    envelope sent again to `POST events` is a duplicate of it as before."""
     statements.insert(AcceptedEvent, {"event_id": same_event, "decision": decision.id, "received_at": at})
+    if alias is not None and alias != same_event:
+        AcceptedEvent.insert(event_id=alias, decision=decision.id, received_at=at).on_conflict_ignore().execute()
 
 
 def page(

@@ -151,7 +151,7 @@ class ShadowRouter:
             errors=None,
         )
         # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
-        decisions.accept(same_event, row, at=now)
+        decisions.accept(same_event, row, at=now, alias=event_id)
         return Receipt(ACCEPTED, event_id, row)
 
     # -- reading -----------------------------------------------------------------------------------------

@@ -224,6 +224,14 @@ def test_a_github_delivery_replayed_under_another_delivery_id_is_the_same_event(
     assert len(decisions(api)) == 2
 
 
+def test_a_webhook_events_envelope_sent_again_to_the_events_endpoint_is_a_duplicate(api):
+    body = raw_example("payloads/github/pull_request.synchronize.json")
+    first = send(api, "forge", body, github_headers("pull_request", "e1f2a3b4-c6a9-11f0-8b3c-2a6b7c8d9e01", body))
+    again = api.post("/api/v1/events", json=first.json["decision"]["envelope"], auth="ci")
+    assert (again.status_code, again.json) == (200, first.json)
+    assert len(decisions(api)) == 1
+
+
 def test_a_workflow_waiting_for_approval_is_a_manual_pipeline_not_a_pending_one(api):
     # octokit's requested.with-conclusion: action requested, status completed, conclusion action_required.
     body = raw_example("payloads/github/workflow_run.requested-action_required.json")
