@@ -7,7 +7,9 @@ add`), checked by `PeopleCredentials`. Every identity carries a role; a viewer m
 
 Failed credentials are counted per client address: after `FAILURE_LIMIT` failures within `WINDOW` seconds,
 that address gets 429 with `Retry-After` until the window has passed. The count lives in this process; a wrong
-password for an account counts like any other failure.
+password for an account counts like any other failure. A correctly signed delivery outside its sender's replay
+window is refused later, when the router reads it (401 `stale-delivery`), and is not counted here: `api/errors.py`
+says why.
 """
 
 from __future__ import annotations

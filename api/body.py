@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qs
 
 import falcon
 
@@ -18,6 +19,28 @@ def is_json_media(content_type: str | None) -> bool:
         return False
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def media_type(content_type: str | None) -> str | None:
+    """`application/json` of `application/json; charset=utf-8`, lower-cased; None without a Content-Type."""
+    if not content_type:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+def parse_form_payload(data: bytes) -> Any:
+    """The JSON document in the `payload` field of a form-encoded body, as GitHub sends a webhook whose content
+    type is `application/x-www-form-urlencoded`."""
+    try:
+        text = data.decode("ascii")
+        fields = parse_qs(text, keep_blank_values=True, strict_parsing=True, errors="strict", max_num_fields=20)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Problem(400, "bad-request", f"the form-encoded body cannot be read: {exc}") from None
+    payload = fields.get("payload")
+    if payload is None or len(payload) != 1:
+        found = "no payload field" if payload is None else f"{len(payload)} payload fields"
+        raise Problem(400, "bad-request", f"a form-encoded delivery carries its JSON in one payload field; {found}")
+    return parse_json(payload[0].encode("utf-8"))
 
 
 def read_raw(req: falcon.Request, limit: int) -> bytes:

@@ -9,7 +9,7 @@ import falcon
 
 from contracts import ContractViolation
 from storage.paging import InvalidCursor
-from svc.errors import Conflict, IdempotencyMismatch, InvalidQuery, NotFound, TransitionForbidden
+from svc.errors import Conflict, IdempotencyMismatch, InvalidQuery, NotFound, StaleDelivery, TransitionForbidden
 
 log = logging.getLogger("svc.api")
 
@@ -111,6 +111,14 @@ def _idempotency(req, resp, exc: IdempotencyMismatch, params):
     raise Problem(422, "idempotency-key-reused", str(exc), errors=[{"path": "", "message": str(exc)}])
 
 
+def _stale_delivery(req, resp, exc: StaleDelivery, params):
+    # 401, like a bad signature, but deliberately not counted towards the failed-credentials lockout: the
+    # signature was right, so nobody is guessing the secret, and a lockout would turn a burst of late but
+    # genuine deliveries (the sender's retries after an outage here, or its clock adrift) into 429s for every
+    # fresh delivery from the sender's addresses. Refusing costs a replayer as much as the lockout would.
+    raise Problem(401, "stale-delivery", str(exc))
+
+
 def _unexpected(req, resp, exc: Exception, params):
     if isinstance(exc, falcon.HTTPError):
         raise exc
@@ -130,3 +138,4 @@ def register(app: falcon.App) -> None:
     app.add_error_handler(InvalidQuery, _invalid_query)
     app.add_error_handler(InvalidCursor, _invalid_cursor)
     app.add_error_handler(IdempotencyMismatch, _idempotency)
+    app.add_error_handler(StaleDelivery, _stale_delivery)

@@ -20,6 +20,7 @@ from api.operations import (
     CI,
     CI_OR_BASIC,
     FORGE_SIGNATURE,
+    FORM_PAYLOAD,
     PUBLIC,
     TRACKER_SIGNATURE,
     Operation,
@@ -138,13 +139,14 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
     if parameters:
         doc["parameters"] = parameters
     if op.request is not None:
+        schema = {"$ref": f"#/components/schemas/{component_name(op.request)}"}
         doc["requestBody"] = {
             "required": not op.request_optional,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{component_name(op.request)}"}}},
+            "content": {media: _request_media(media, schema) for media in op.request_media},
         }
     for status, schema in sorted(standard_responses(op, method).items()):
         media = "application/problem+json" if schema == "problem.json" else op.content_type
-        entry: dict[str, Any] = {"description": falcon.code_to_http_status(status).split(" ", 1)[1]}
+        entry: dict[str, Any] = {"description": op.response_notes.get(status) or _status_name(status)}
         if schema is not None:
             entry["content"] = {media: {"schema": {"$ref": f"#/components/schemas/{component_name(schema)}"}}}
         elif status < 300 and "json" not in media:
@@ -167,6 +169,32 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             }
         doc["responses"][str(status)] = entry
     return doc
+
+
+def _status_name(status: int) -> str:
+    return falcon.code_to_http_status(status).split(" ", 1)[1]
+
+
+def _request_media(media: str, schema: dict[str, Any]) -> dict[str, Any]:
+    if media != FORM_PAYLOAD:
+        return {"schema": schema}
+    # GitHub's form-encoded delivery: the same JSON document, percent-encoded in a `payload` field.
+    return {
+        "schema": {
+            "type": "object",
+            "required": ["payload"],
+            "properties": {
+                "payload": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": schema,
+                    "description": "The webhook's JSON document, as GitHub sends it when the webhook's content "
+                    "type is application/x-www-form-urlencoded. The signature covers the form-encoded bytes.",
+                }
+            },
+        },
+        "encoding": {"payload": {"contentType": "application/json"}},
+    }
 
 
 def standard_responses(op: Operation, method: str) -> dict[int, str | None]:

@@ -28,6 +28,10 @@ def changes_something(method: str) -> bool:
     return method.upper() not in SAFE_METHODS
 
 
+JSON = "application/json"
+FORM_PAYLOAD = "application/x-www-form-urlencoded"
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -54,10 +58,17 @@ class Operation:
     tags: tuple[str, ...] = ()
     idempotent_key: bool = False
     content_type: str = "application/json"
+    # Media types the request body may come in. `FORM_PAYLOAD` is GitHub's form-encoded webhook delivery: the JSON
+    # document in a `payload` form field (raw_body operations only; the responder reads it).
+    request_media: tuple[str, ...] = (JSON,)
+    # Words for a response beyond its status's name, e.g. what else than a bad signature a 401 can mean.
+    response_notes: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.auth not in SCHEMES:
             raise ValueError(f"unknown auth scheme {self.auth!r}")
+        if FORM_PAYLOAD in self.request_media and not self.raw_body:
+            raise ValueError("a form-encoded payload is read by the responder: declare raw_body")
 
 
 LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Page size.")

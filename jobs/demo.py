@@ -10,9 +10,10 @@ they cause is done by the real code, exactly as in production:
 - the pulse, the digest and idle reclaim are started by a real `JobsProcess` when their UTC cron comes round,
   the poller every five minutes over the last hours; the same process beats its heartbeat and drains the outbox
   (the board's own events to the router, slot releases through the slot steward, chat posts, tracker closes);
-- webhook payloads from `examples/payloads/` (GitHub, Linear) go through the real normalizers and the shadow
-  router; invalid envelopes from `examples/envelopes/invalid/` are recorded as rejected (the files the story
-  uses are copied into `jobs/demo_examples/`, so an installed `svc demo` has them).
+- webhook payloads from `examples/payloads/` (GitHub, Linear), stamped with the story's time as their senders
+  would stamp them, go through the real normalizers and the shadow router; invalid envelopes from
+  `examples/envelopes/invalid/` are recorded as rejected (the files the story uses are copied into
+  `jobs/demo_examples/`, so an installed `svc demo` has them).
 
 Only what would leave the machine is stood in for: chat posts are recorded, not sent (as with no
 `DISCORD_WEBHOOK_URL`); the tracker close is answered by `SimulatedLinear` (one closed, one issue Linear does
@@ -71,6 +72,20 @@ POLLER_FROM = timedelta(hours=3)
 POLLER_STOPPED = timedelta(minutes=45)
 # When the real jobs process would try a failed outbox message again (the outbox's first backoff steps).
 RETRY_OFFSETS = (timedelta(seconds=6), timedelta(seconds=21), timedelta(seconds=81))
+
+
+def sent_at(document: dict[str, Any], at: datetime, *, attempt: int) -> None:
+    """Stamp an example as its sender would send it at `at`: Linear signs the time of sending
+    (`webhookTimestamp`, checked against the replay window); GitHub's body carries the time of the change. The
+    story sends the same red pipeline three times: each is a re-run of the workflow (`run_attempt`), as GitHub
+    sends it, and so a new event, not a redelivery of the first."""
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if "webhookTimestamp" in document:
+        document["webhookTimestamp"] = int(at.timestamp() * 1000)
+    if isinstance(document.get("pull_request"), dict):
+        document["pull_request"]["updated_at"] = stamp
+    if isinstance(document.get("workflow_run"), dict):
+        document["workflow_run"].update(updated_at=stamp, run_attempt=attempt)
 
 
 class AlreadyFilled(Exception):
@@ -193,6 +208,7 @@ class Story:
         self.jobs = JobsProcess(clock, self.ops.scheduled_jobs(), deliverer=deliverer, owner="demo")
         self.poller = JobsProcess(clock, {POLLER_AGENT_ID: Poller(self.router, config, clock)}, owner="demo-poller")
         self.steps: list[Step] = []
+        self.sent: dict[str, int] = {}  # how often each example was sent so far
 
     # -- the walk ------------------------------------------------------------------------------------------
 
@@ -433,26 +449,31 @@ class Story:
 
     # -- the forge, CI and the tracker -------------------------------------------------------------------
 
-    def delivery(self, endpoint: str, example: str, headers: dict[str, str]) -> Callable[[], Any]:
-        raw = EXAMPLES.joinpath("payloads", *example.split("/")).read_bytes()
-        document = json.loads(raw)
+    def delivery(self, endpoint: str, example: str, headers: dict[str, str], *, at: datetime) -> Callable[[], Any]:
+        """The example delivered at `at`, stamped as its sender would stamp it then (`sent_at`)."""
+        document = json.loads(EXAMPLES.joinpath("payloads", *example.split("/")).read_bytes())
+        self.sent[example] = self.sent.get(example, 0) + 1
+        sent_at(document, at, attempt=self.sent[example])
+        raw = json.dumps(document).encode()
         return lambda: self.router.receive_delivery(Delivery(endpoint, headers, raw, document))
 
     def github(self, hours: float, event: str, example: str) -> None:
         delivery_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"svc-demo:{example}:{hours}"))
         headers = {"x-github-event": event, "x-github-delivery": delivery_id}
-        self.hours_ago(hours, self.delivery("forge", f"github/{example}", headers))
+        at = self.end - timedelta(hours=hours)
+        self.hours_ago(hours, self.delivery("forge", f"github/{example}", headers, at=at))
 
     def linear(self, hours: float, example: str) -> None:
         delivery_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"svc-demo:{example}:{hours}"))
-        self.hours_ago(hours, self.delivery("tracker", f"linear/{example}", {"linear-delivery": delivery_id}))
+        at = self.end - timedelta(hours=hours)
+        self.hours_ago(hours, self.delivery("tracker", f"linear/{example}", {"linear-delivery": delivery_id}, at=at))
 
     def rejected(self, hours: float, example: str) -> None:
         document = json.loads(EXAMPLES.joinpath("envelopes", "invalid", example).read_text())
         self.hours_ago(hours, lambda: self.router.receive(document))
 
     def webhooks(self) -> None:
-        self.linear(79, "issue.update-state-no-actor.json")  # tracker events carry no actor: fail closed
+        self.linear(79, "issue.update-state-no-actor.json")  # no actor named (as in older deliveries): fail closed
         self.linear(60, "issue.update-state-started.json")  # Ada starts it in Linear: a coder, in shadow
         self.github(58, "pull_request", "pull_request.opened.json")  # the coder's PR: wait for CI
         self.github(57, "workflow_run", "workflow_run.completed-failure.json")  # red: the fixer, once

@@ -16,15 +16,21 @@ def record(**fields: Any) -> RouterDecision:
     return statements.insert(RouterDecision, fields)
 
 
-def accepted(event_id: str) -> RouterDecision | None:
-    """The decision recorded for the first accepted envelope with `event_id`, if any."""
-    bound = statements.select_one(AcceptedEvent, {"event_id": event_id})
+def accepted(same_event: str) -> RouterDecision | None:
+    """The decision recorded for the first accepted event with this same-event key (an envelope's id, or what a
+    webhook sender signed or keeps across retries), if any."""
+    bound = statements.select_one(AcceptedEvent, {"event_id": same_event})
     return None if bound is None else statements.select_one(RouterDecision, {"id": bound.decision_id})
 
 
-def accept(event_id: str, decision: RouterDecision, *, at: datetime) -> None:
-    """Bind `event_id` to its decision; a concurrent twin fails with IntegrityError (the id is the key)."""
-    statements.insert(AcceptedEvent, {"event_id": event_id, "decision": decision.id, "received_at": at})
+def accept(same_event: str, decision: RouterDecision, *, at: datetime, alias: str | None = None) -> None:
+    """Bind the same-event key to its decision; a concurrent twin fails with IntegrityError (it is the key).
+
+    `alias` (a webhook event's id, when its key is made otherwise) is bound too unless already taken, so the
+    envelope sent again to `POST events` is a duplicate of it as before."""
+    statements.insert(AcceptedEvent, {"event_id": same_event, "decision": decision.id, "received_at": at})
+    if alias is not None and alias != same_event:
+        AcceptedEvent.insert(event_id=alias, decision=decision.id, received_at=at).on_conflict_ignore().execute()
 
 
 def page(

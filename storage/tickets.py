@@ -201,6 +201,18 @@ def existing_keys(keys: set[str]) -> set[str]:
     return {row.key for row in Ticket.select(Ticket.key).where(Ticket.key.in_(sorted(keys)))}
 
 
+def numbered_key_prefixes() -> set[str]:
+    """The prefixes of the board's numbered keys (`PORT` of `PORT-12`; not `WRITING` of `WRITING-DAILY`).
+
+    One pass over the key index; callers cache the answer (see `jobs/router/ticket_keys.py`)."""
+    prefixes = set()
+    for (key,) in Ticket.select(Ticket.key).tuples().iterator():
+        prefix, _, rest = key.partition("-")
+        if rest.isdigit():
+            prefixes.add(prefix)
+    return prefixes
+
+
 def stages() -> Iterator[tuple[str, str, str]]:
     """(key, stage, initiative id) of every ticket, streamed (a replay reads the whole board once)."""
     return Ticket.select(Ticket.key, Ticket.stage, Ticket.initiative).tuples().iterator()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
 import shlex
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ PROXY_HEADERS = frozenset(
 DEFAULT_PROXY_HEADERS = frozenset({"x-forwarded-for", "x-forwarded-proto"})
 DEFAULT_TRACKER_API_URL = "https://api.linear.app/graphql"
 MIN_SECRET_LENGTH = 16
+_KEY_PREFIX = re.compile(r"^[A-Z][A-Z0-9]{0,31}$")
 
 
 class ConfigError(Exception):
@@ -56,6 +58,10 @@ class Config:
     forge_webhook_secret: str | None = None
     tracker_webhook_secret: str | None = None
     router_allowlist: frozenset[str] = field(default_factory=frozenset)
+    # Seconds a signed delivery time (Linear's webhookTimestamp) may be from now; Linear's own SDK allows 60.
+    webhook_tolerance_seconds: float = 60.0
+    # Ticket-key prefixes recognised in branches and titles beside those of the board's tickets (PORT, BILL).
+    ticket_prefixes: frozenset[str] = field(default_factory=frozenset)
     bay_wipe_command: tuple[str, ...] | None = None
     bay_wipe_timeout: float = 120.0
     max_body_bytes: int = 1_048_576
@@ -138,6 +144,8 @@ class Config:
             forge_webhook_secret=env.secret("SVC_FORGE_WEBHOOK_SECRET"),
             tracker_webhook_secret=env.secret("SVC_TRACKER_WEBHOOK_SECRET"),
             router_allowlist=env.id_list("SVC_ROUTER_ALLOWLIST"),
+            webhook_tolerance_seconds=env.number("SVC_WEBHOOK_TOLERANCE_SECONDS", 60.0, low=1, high=3600),
+            ticket_prefixes=env.key_prefixes("SVC_TICKET_PREFIXES"),
             bay_wipe_command=env.command("SVC_BAY_WIPE_COMMAND"),
             bay_wipe_timeout=env.number("SVC_BAY_WIPE_TIMEOUT", 120.0, low=1, high=3600),
             max_body_bytes=env.integer("SVC_MAX_BODY_BYTES", 1_048_576, low=1024, high=64 * 1_048_576),
@@ -327,6 +335,21 @@ class _Reader:
         else:
             return headers
         return DEFAULT_PROXY_HEADERS
+
+    def key_prefixes(self, name: str) -> frozenset[str]:
+        # `PORT, bill` -> {"PORT", "BILL"}: the part of a ticket key before its dash (keys are upper case).
+        raw = self._raw(name)
+        if raw is None:
+            return frozenset()
+        prefixes = set()
+        for part in (p.strip() for p in raw.split(",")):
+            if not part:
+                continue
+            if not _KEY_PREFIX.match(part.upper()):
+                self._bad(name, f"{part!r} is not a ticket-key prefix (a letter, then letters or digits, e.g. PORT)")
+                continue
+            prefixes.add(part.upper())
+        return frozenset(prefixes)
 
     def command(self, name: str) -> tuple[str, ...] | None:
         raw = self._raw(name)

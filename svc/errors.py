@@ -12,6 +12,7 @@ __all__ = [
     "IdempotencyMismatch",
     "InvalidQuery",
     "NotFound",
+    "StaleDelivery",
     "TransitionForbidden",
     "Violation",
 ]
@@ -49,3 +50,9 @@ class InvalidQuery(DomainError):
 
 class IdempotencyMismatch(DomainError):
     """An Idempotency-Key was reused with a different request body."""
+
+
+class StaleDelivery(DomainError):
+    """A correctly signed webhook delivery whose signed time is outside the replay window (or missing).
+
+    It is refused like a bad signature (401), but it is not a failed credential: see `api/errors.py`."""

@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
+import uuid as uuid_module
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +55,72 @@ def github_headers(event: str, delivery: str, body: bytes, secret: str = FORGE_S
     }
 
 
-def gitlab_headers(event: str, uuid: str, token: str = FORGE_SECRET) -> dict[str, str]:
-    return {
+def gitlab_headers(
+    event: str, uuid: str, token: str = FORGE_SECRET, *, idempotency_key: str | None = None
+) -> dict[str, str]:
+    """GitLab's delivery headers; `idempotency_key` None is a GitLab older than 17.4, which sends none."""
+    headers = {
         "Content-Type": "application/json",
-        "X-Gitlab-Event": event,
-        "X-Gitlab-Event-UUID": uuid,
-        "X-Gitlab-Instance": "https://gitlab.example.com",
         "User-Agent": "GitLab/17.5.0",
+        "X-Gitlab-Event": event,
+        "X-Gitlab-Webhook-UUID": str(uuid_module.uuid4()),  # new on every request, retries included
+        "X-Gitlab-Instance": "https://gitlab.example.com",
+        "X-Gitlab-Event-UUID": uuid,
         "X-Gitlab-Token": token,
     }
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    return headers
+
+
+def linear_ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+_LINEAR_STAMP = re.compile(rb'("webhookTimestamp":\s*)[0-9]+')
+
+
+def linear_body(relative: str, *, at: datetime) -> bytes:
+    """A Linear example as Linear would send it at `at`: its signed webhookTimestamp set to that moment, every
+    other byte as in the file."""
+    raw = raw_example(relative)
+    stamped, count = _LINEAR_STAMP.subn(lambda m: m.group(1) + str(linear_ms(at)).encode(), raw)
+    assert count == 1, f"{relative} has no webhookTimestamp to set"
+    return stamped
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    title: str
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def http_requests(relative: str) -> list[HttpRequest]:
+    """The requests of an `.http` file of `examples/` (requests separated by `###` lines, `#` comments before a
+    request line, a body inline or `< file` relative to the .http file)."""
+    path = EXAMPLES / relative
+    requests = []
+    blocks = re.split(r"^###", path.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    for index, block in enumerate(blocks):
+        # What follows a `###` on its line is the request's title; the first block has none.
+        title, _, rest = block.partition("\n") if index else ("", "", block)
+        lines = rest.split("\n")
+        while lines and (not lines[0].strip() or lines[0].startswith("#")):
+            lines.pop(0)
+        if not lines:
+            continue
+        method, target, _ = lines.pop(0).split(" ", 2)
+        headers = {}
+        while lines and lines[0].strip():
+            name, _, value = lines.pop(0).partition(":")
+            headers[name.strip()] = value.strip()
+        text = "\n".join(lines[1:]).rstrip("\n")
+        body = (path.parent / text[2:].strip()).read_bytes() if text.startswith("< ") else text.encode("utf-8")
+        requests.append(HttpRequest(title.strip(), method, target, headers, body))
+    return requests
 
 
 def linear_headers(delivery: str, body: bytes, secret: str = TRACKER_SECRET) -> dict[str, str]:

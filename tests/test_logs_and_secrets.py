@@ -5,11 +5,12 @@ slowed with 429 and `Retry-After`."""
 import base64
 import json
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 import requests
 
-from events_kit import github_headers, gitlab_headers, linear_headers, raw_example
+from events_kit import github_headers, gitlab_headers, linear_body, linear_headers, raw_example
 from processes import ServiceProcess, start_service, svc_env, wait_until
 from servers.discord import FakeDiscord
 from servers.linear import FakeLinear
@@ -115,13 +116,13 @@ def drive_failures(base: str) -> list[str]:
     """Wrong credentials on every scheme, and right ones with bad bodies: the answers' texts."""
     answers = []
     body = raw_example("payloads/github/pull_request.synchronize.json")
-    linear_body = raw_example("payloads/linear/issue.update-state-started.json")
+    tracker_body = raw_example("payloads/linear/issue.update-state-started.json")
     tries = [
         ("POST", "/api/v1/agents/writing/notify", {"X-Svc-CI-Secret": CI[:-1]}, b'{"status": "SUCCESS"}'),
         ("GET", "/api/v1/wallet", {"Authorization": _basic(USER, PASSWORD + "x")}, None),
         ("POST", "/api/v1/webhooks/forge", github_headers("pull_request", "d-bad", body, secret=FORGE + "x"), body),
         ("POST", "/api/v1/webhooks/forge", gitlab_headers("Merge Request Hook", "u-bad", token=FORGE[:-1]), body),
-        ("POST", "/api/v1/webhooks/tracker", linear_headers("l-bad", linear_body, secret=TRACKER[1:]), linear_body),
+        ("POST", "/api/v1/webhooks/tracker", linear_headers("l-bad", tracker_body, secret=TRACKER[1:]), tracker_body),
         # right credentials, wrong bodies
         ("POST", "/api/v1/agents/writing/notify", {"X-Svc-CI-Secret": CI}, b'{"status": "NOPE", "secret": 1}'),
         ("POST", "/api/v1/events", {"X-Svc-CI-Secret": CI}, b'{"schema": "svc.normalized-event/v0"}'),
@@ -159,9 +160,10 @@ def drive_successes(base: str, issue_id: str) -> list[str]:
     gitlab_body = raw_example("payloads/gitlab/merge_request.open.json")
     gitlab = gitlab_headers("Merge Request Hook", str(uuid.uuid4()), token=FORGE)
     ok(requests.post(base + "/api/v1/webhooks/forge", data=gitlab_body, headers=gitlab, timeout=10))
-    linear_body = raw_example("payloads/linear/issue.update-state-started.json")
-    signed = linear_headers(str(uuid.uuid4()), linear_body, secret=TRACKER)
-    ok(requests.post(base + "/api/v1/webhooks/tracker", data=linear_body, headers=signed, timeout=10))
+    # Linear signs the time of sending: the example is stamped now, as Linear would send it.
+    linear = linear_body("payloads/linear/issue.update-state-started.json", at=datetime.now(UTC))
+    signed = linear_headers(str(uuid.uuid4()), linear, secret=TRACKER)
+    ok(requests.post(base + "/api/v1/webhooks/tracker", data=linear, headers=signed, timeout=10))
     return answers
 
 

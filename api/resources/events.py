@@ -13,9 +13,19 @@ from typing import Any
 import falcon
 
 from api import params, representations
-from api.body import is_json_media, parse_json
+from api.body import is_json_media, media_type, parse_form_payload, parse_json
 from api.errors import Problem
-from api.operations import CI, CURSOR, FORGE_SIGNATURE, LIMIT, TRACKER_SIGNATURE, Operation, Param
+from api.operations import (
+    CI,
+    CURSOR,
+    FORGE_SIGNATURE,
+    FORM_PAYLOAD,
+    JSON,
+    LIMIT,
+    TRACKER_SIGNATURE,
+    Operation,
+    Param,
+)
 from jobs.router.deliveries import Delivery
 from jobs.router.shadow import OUTCOMES, SOURCES, Ignored, Receipt, ShadowRouter
 
@@ -88,14 +98,20 @@ class Webhook:
         self.operations = {"POST": operation}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if not is_json_media(req.content_type):
-            raise Problem(415, "unsupported-media-type", "send the webhook body as application/json")
         raw = req.context.raw_body
+        accepted_media = self.operations["POST"].request_media
+        if is_json_media(req.content_type):
+            document = parse_json(raw)
+        elif media_type(req.content_type) == FORM_PAYLOAD and FORM_PAYLOAD in accepted_media:
+            # GitHub's other content type; the signature was checked over these very bytes.
+            document = parse_form_payload(raw)
+        else:
+            raise Problem(415, "unsupported-media-type", f"send the webhook body as {' or '.join(accepted_media)}")
         delivery = Delivery(
             endpoint=self.endpoint,
             headers={name.lower(): value for name, value in req.headers.items()},
             raw=raw,
-            document=parse_json(raw),
+            document=document,
         )
         result = self.router.receive_delivery(delivery)
         if isinstance(result, Ignored):
@@ -104,13 +120,17 @@ class Webhook:
         answer(resp, result)
 
 
-def _webhook_operation(summary: str, auth: str) -> Operation:
+def _webhook_operation(
+    summary: str, auth: str, *, media: tuple[str, ...] = (JSON,), unauthorized: str | None = None
+) -> Operation:
     return Operation(
         summary,
         auth=auth,
         request="webhook-payload.json",  # documented only: the responder reads and normalizes the raw bytes
         raw_body=True,
+        request_media=media,
         responses={202: "event-accepted.json", 200: "webhook-answer.json", **_ENVELOPE_ERRORS},
+        response_notes={401: unauthorized} if unauthorized else {},
         tags=("router",),
     )
 
@@ -158,8 +178,11 @@ def routes(services) -> list[tuple[str, object]]:
                 "forge",
                 _webhook_operation(
                     "GitHub (pull_request, workflow_run) or GitLab (Merge Request Hook, Pipeline Hook) deliveries, "
-                    "signed with X-Hub-Signature-256 or X-Gitlab-Token",
+                    "signed with X-Hub-Signature-256 or X-Gitlab-Token. GitHub may send JSON or, form-encoded, "
+                    "the JSON in a `payload` field; either way the signature is over the bytes as sent",
                     FORGE_SIGNATURE,
+                    media=(JSON, FORM_PAYLOAD),
+                    unauthorized="A missing or wrong X-Hub-Signature-256 or X-Gitlab-Token; nothing is recorded",
                 ),
             ),
         ),
@@ -178,7 +201,16 @@ def routes(services) -> list[tuple[str, object]]:
             Webhook(
                 router,
                 "tracker",
-                _webhook_operation("Linear Issue webhooks, signed with Linear-Signature", TRACKER_SIGNATURE),
+                _webhook_operation(
+                    "Linear Issue webhooks, signed with Linear-Signature; the signed webhookTimestamp must be "
+                    "within SVC_WEBHOOK_TOLERANCE_SECONDS (default 60) of the server's clock",
+                    TRACKER_SIGNATURE,
+                    unauthorized=(
+                        "A missing or wrong Linear-Signature, or a stale delivery: its signed webhookTimestamp is "
+                        "missing or further than SVC_WEBHOOK_TOLERANCE_SECONDS (default 60) from the server's clock "
+                        "(problem type stale-delivery; a possible replay). Nothing is recorded."
+                    ),
+                ),
             ),
         ),
         ("/api/v1/router/decisions", Decisions(router)),

@@ -28,10 +28,10 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
     """
     subject = envelope["subject"]
     ticket = view.ticket(subject["id"]) if subject["type"] == "ticket" else None
-    given = GateInput(envelope=envelope, ticket=ticket, view=view, policy=policy, now=now)
-    results = [gate(given).as_dict() for gate in GATES]
     rule = first_match(envelope)
     role = rule.role if rule is not None else None
+    given = GateInput(envelope=envelope, ticket=ticket, view=view, policy=policy, now=now, role=role)
+    results = [gate(given).as_dict() for gate in GATES]
     if not all(r["passed"] for r in results):
         outcome = BLOCKED
     elif role is not None:

@@ -8,7 +8,8 @@ with its reason, not only the first that fails: a decision says everything that 
 | `budget`       | the wallet is not locked                                                                      |
 | `fleet`        | fewer other tickets hold a slot in `execute` or `ci` than the fleet size (1)                  |
 | `human_gate`   | the ticket is not in, and the transition does not lead to, `human_test` or `human_merge`      |
-| `retry_budget` | the ticket's fixer dispatches of the last day are below `SVC_RETRY_BUDGET` (default 2)        |
+| `retry_budget` | the event would dispatch no fixer, or the ticket's fixer dispatches of the last day are below |
+|                | `SVC_RETRY_BUDGET` (default 2)                                                                |
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class GateInput:
     view: BoardView
     policy: Policy
     now: datetime
+    # The role of the rule that matches the event (`jobs/router/rules.py`), or None: what live mode would dispatch.
+    role: str | None = None
 
     @property
     def subject_key(self) -> str | None:
@@ -115,6 +118,12 @@ def human_gate(given: GateInput) -> GateResult:
 def retry_budget_gate(given: GateInput) -> GateResult:
     key = given.subject_key
     budget = given.policy.retry_budget
+    if given.role != "fixer":
+        # The budget limits how often a fixer retries a red pipeline; a used-up budget must not block a coder
+        # dispatch or any other event about the ticket.
+        return GateResult(
+            "retry_budget", True, "no fixer rule would dispatch for this event; the budget gates fixers only"
+        )
     if key is None:
         return GateResult("retry_budget", True, "the subject is not a ticket; no fixer dispatches to count")
     used = given.view.fixer_dispatches(key, given.now - RETRY_WINDOW)

@@ -18,6 +18,7 @@ from jobs.router.board_view import LiveBoardView, TicketState
 from jobs.router.evaluation import REJECTED, evaluate
 from jobs.router.gates import Policy
 from jobs.router.normalizers.envelope import Unmappable
+from jobs.router.ticket_keys import KnownTicketKeys
 from storage import decisions
 from storage import tickets as ticket_rows
 from storage.models import RouterDecision, Ticket
@@ -72,6 +73,7 @@ class ShadowRouter:
         self.clock = clock
         self.policy = policy or Policy.from_config(config)
         self.view = LiveBoardView()
+        self.known_keys = KnownTicketKeys(config.ticket_prefixes)
 
     # -- intake ------------------------------------------------------------------------------------------
 
@@ -88,20 +90,28 @@ class ShadowRouter:
         return units.run(lambda: [self._route(d) for d in documents], what="routing the batch")
 
     def receive_delivery(self, delivery: deliveries.Delivery) -> Receipt | Ignored:
-        """Normalize a signed webhook delivery and route its envelope; raises `PayloadError` when malformed."""
+        """Normalize a signed webhook delivery and route its envelope.
+
+        Raises `StaleDelivery` when the sender signed a time outside the replay window (before anything is
+        read or written) and `PayloadError` when the payload is malformed. A delivery that is the same event
+        as one accepted before (see `deliveries.identify`) answers with that event's decision."""
+        deliveries.check_fresh(delivery, now=self.clock(), tolerance=self.config.webhook_tolerance_seconds)
+        identity = deliveries.identify(delivery)
 
         def work() -> Receipt | Ignored:
             try:
-                envelope = deliveries.normalize(delivery, lookup=_tracked_ticket)
+                envelope = deliveries.normalize(delivery, identity, known=self.known_keys, lookup=_tracked_ticket)
             except Unmappable as exc:
                 return Ignored(str(exc), delivery.delivery_id)
-            return self._route(envelope)
+            return self._route(envelope, same_event=identity.same_event)
 
         return units.run(work, what="routing the delivery")
 
     # -- the one path every envelope takes ---------------------------------------------------------------
 
-    def _route(self, document: Any) -> Receipt:
+    def _route(self, document: Any, *, same_event: str | None = None) -> Receipt:
+        """`same_event` is what makes a redelivery the same event (a webhook's, see `deliveries.identify`);
+        for an envelope it is its id."""
         now = self.clock()
         found = envelope_violations(document)
         if found:
@@ -121,9 +131,11 @@ class ShadowRouter:
             log.info("event rejected", extra={"decision_id": row.id, "violations": len(found)})
             return Receipt(INVALID, row.event_id, row)
         event_id = document["id"]
-        earlier = decisions.accepted(event_id)
+        same_event = same_event or event_id
+        earlier = decisions.accepted(same_event)
         if earlier is not None:
-            return Receipt(DUPLICATE, event_id, earlier)
+            # The event's own id, as first recorded: a replay under another delivery id answers with it.
+            return Receipt(DUPLICATE, earlier.event_id, earlier)
         result = evaluate(document, self.view, self.policy, now=now)
         row = decisions.record(
             event_id=event_id,
@@ -139,7 +151,7 @@ class ShadowRouter:
             errors=None,
         )
         # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
-        decisions.accept(event_id, row, at=now)
+        decisions.accept(same_event, row, at=now, alias=event_id)
         return Receipt(ACCEPTED, event_id, row)
 
     # -- reading -----------------------------------------------------------------------------------------

@@ -132,3 +132,23 @@ def test_post_events_is_refused_exactly_when_the_document_says_the_body_is_wrong
     assert (answer.status_code in (200, 202)) == documented_valid, (answer.status_code, answer.json)
     if not documented_valid:
         assert answer.status_code == 422
+
+
+def test_the_forge_webhook_documents_githubs_form_encoded_body(api):
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    content = document["paths"]["/api/v1/webhooks/forge"]["post"]["requestBody"]["content"]
+    assert set(content) == {"application/json", "application/x-www-form-urlencoded"}
+    form = content["application/x-www-form-urlencoded"]
+    assert form["schema"]["required"] == ["payload"]
+    assert form["schema"]["properties"]["payload"]["contentMediaType"] == "application/json"
+    # The tracker and CI endpoints take JSON only.
+    for path in ("/api/v1/webhooks/tracker", "/api/v1/webhooks/ci"):
+        assert set(document["paths"][path]["post"]["requestBody"]["content"]) == {"application/json"}
+
+
+def test_the_tracker_webhook_documents_the_401_for_a_stale_delivery(api):
+    document = api.get("/api/v1/openapi.json", auth=None).json
+    unauthorized = document["paths"]["/api/v1/webhooks/tracker"]["post"]["responses"]["401"]
+    assert "stale delivery" in unauthorized["description"]
+    assert "SVC_WEBHOOK_TOLERANCE_SECONDS" in unauthorized["description"]
+    assert unauthorized["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/problem"}

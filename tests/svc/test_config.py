@@ -142,3 +142,20 @@ def test_a_bad_proxy_setting_is_named(environ, message):
     with pytest.raises(ConfigError) as caught:
         Config.from_env(environ)
     assert any(message in problem for problem in caught.value.problems), caught.value.problems
+
+
+def test_the_replay_window_and_ticket_prefixes():
+    defaults = Config.from_env({})
+    assert (defaults.webhook_tolerance_seconds, defaults.ticket_prefixes) == (60.0, frozenset())
+    config = Config.from_env({"SVC_WEBHOOK_TOLERANCE_SECONDS": "300", "SVC_TICKET_PREFIXES": "web, Bill,,OPS2"})
+    assert config.webhook_tolerance_seconds == 300
+    assert config.ticket_prefixes == {"WEB", "BILL", "OPS2"}
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env({"SVC_WEBHOOK_TOLERANCE_SECONDS": "0", "SVC_TICKET_PREFIXES": "PORT, 12, PORT-12"})
+    problems = caught.value.problems
+    assert [p.split(":", 1)[0] for p in problems] == [
+        "SVC_WEBHOOK_TOLERANCE_SECONDS",
+        "SVC_TICKET_PREFIXES",
+        "SVC_TICKET_PREFIXES",
+    ]
+    assert "'12' is not a ticket-key prefix" in problems[1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,35 +26,59 @@ class PayloadError(ContractViolation):
         super().__init__("webhook payload", [Violation(path, message)])
 
 
-# A ticket key inside a branch name (`port-12-login`, `feature/PORT-12`) or a title (`[PORT-12] Login`).
+# A WORD-NUMBER inside a branch name (`port-12-login`, `feature/PORT-12`) or a title (`[PORT-12] Login`). It is
+# only a candidate: `lodash-4.17.21`, `node-18.x`, `pr-42-<sha>`, `UTF-8` and `SHA-256` match too, so a candidate
+# names a ticket only when the board knows its prefix (see `KnownKeys`).
 _KEY_IN_BRANCH = re.compile(r"(?:^|[/_])([A-Za-z][A-Za-z0-9]*-[0-9]+)(?=$|[-_/.])")
 _KEY_IN_TITLE = re.compile(r"\b([A-Z][A-Z0-9]*-[0-9]+)\b")
-# Branch-naming words that come before a number without naming a ticket (`release-2026`, `renovate-12`).
-_NOT_PROJECTS = frozenset(
-    {"release", "hotfix", "feature", "fix", "bugfix", "chore", "renovate", "dependabot", "revert"}
-)
 _DELIVERY_ID = re.compile(r"^[\x21-\x7e]{1,150}$")
 
+# Given candidate keys (upper case), the ones whose prefix the board knows.
+KnownKeys = Callable[[Sequence[str]], Collection[str]]
 
-def ticket_key_in(*, branch: str | None = None, title: str | None = None) -> str | None:
-    """The board ticket a PR or pipeline is about: named in its branch, else in its title."""
+
+def known_prefixes(prefixes: Iterable[str]) -> KnownKeys:
+    """A `KnownKeys` for a fixed set of prefixes (`{"PORT"}`): what a board of PORT tickets recognises."""
+    allowed = frozenset(p.upper() for p in prefixes)
+    return lambda candidates: {c for c in candidates if key_prefix(c) in allowed}
+
+
+def key_prefix(key: str) -> str:
+    """`PORT` for `PORT-12`."""
+    return key.split("-", 1)[0]
+
+
+def key_candidates(*, branch: str | None = None, title: str | None = None) -> list[str]:
+    """Every WORD-NUMBER in the branch (at the start of a segment), then in the title, in order, upper-cased."""
+    found: list[str] = []
     if branch:
-        for found in _KEY_IN_BRANCH.finditer(branch):
-            if found.group(1).split("-")[0].lower() not in _NOT_PROJECTS:
-                return found.group(1).upper()
+        found.extend(m.group(1).upper() for m in _KEY_IN_BRANCH.finditer(branch))
     if title:
-        found = _KEY_IN_TITLE.search(title)
-        if found:
-            return found.group(1)
-    return None
+        found.extend(m.group(1) for m in _KEY_IN_TITLE.finditer(title))
+    return list(dict.fromkeys(found))
+
+
+def ticket_key_in(*, branch: str | None = None, title: str | None = None, known: KnownKeys) -> str | None:
+    """The board ticket a PR or pipeline is about: the first candidate in its branch, else in its title, whose
+    prefix the board knows (like the forge integrations of Jira and Linear, which link only keys of projects or
+    teams they know). None when no candidate is known: the subject is then the PR or pipeline itself."""
+    candidates = key_candidates(branch=branch, title=title)
+    if not candidates:
+        return None
+    recognised = known(candidates)
+    return next((c for c in candidates if c in recognised), None)
 
 
 def event_id(prefix: str, delivery: str | None, raw: bytes) -> str:
-    """`<prefix>:<delivery id>`, so a redelivery is the same event; without a usable delivery id, the body's
-    hash (a redelivery carries the same bytes)."""
+    """`<prefix>:<delivery id>`, the sender's name for the delivery; without a usable one, the body's hash."""
     if delivery and _DELIVERY_ID.match(delivery):
         return f"{prefix}:{delivery}"
     return f"{prefix}:sha256-{hashlib.sha256(raw).hexdigest()[:48]}"
+
+
+def usable_delivery_id(value: str | None) -> str | None:
+    """The header's value when it can name an event (printable ASCII, at most 150 characters), else None."""
+    return value if value and _DELIVERY_ID.match(value) else None
 
 
 def need(document: Any, *path: str | int, kind: type | tuple[type, ...] = str) -> Any:
@@ -154,3 +179,81 @@ def repo_subject(key: str | None, *, repo: str | None, fallback_type: str, fallb
     if repo:
         subject["repo"] = repo
     return subject
+
+
+# Kinds after which the head's pipeline has not passed yet: the router waits for `pipeline_passed`.
+_AWAITS_CI = frozenset({"opened", "synchronized", "ready_for_review"})
+
+
+def change_request_event(
+    *,
+    event_id: str,
+    occurred_at: str,
+    kind: str,
+    from_state: str | None,
+    to_state: str | None,
+    repo: str,
+    fallback_id: str,
+    number: int,
+    branch: str,
+    title: str | None,
+    actor: dict[str, Any],
+    known: KnownKeys,
+) -> dict[str, Any]:
+    """The envelope of a GitHub pull request or GitLab merge request event (source `forge`)."""
+    return build(
+        event_id=event_id,
+        occurred_at=occurred_at,
+        source="forge",
+        kind=kind,
+        from_state=from_state,
+        to_state=to_state,
+        subject=repo_subject(
+            ticket_key_in(branch=branch, title=title, known=known),
+            repo=repo,
+            fallback_type="pull_request",
+            fallback_id=fallback_id,
+        ),
+        actor=actor,
+        eligible_for_worker=False,
+        blocked_reason="await_ci" if kind in _AWAITS_CI else None,
+        forge={"pr_number": number, "branch": branch},
+    )
+
+
+def pipeline_event(
+    *,
+    event_id: str,
+    occurred_at: str,
+    kind: str,
+    from_state: str | None,
+    status: str,
+    repo: str,
+    pipeline_id: int,
+    pr_number: int | None,
+    branch: str | None,
+    title: str | None,
+    actor: dict[str, Any],
+    known: KnownKeys,
+) -> dict[str, Any]:
+    """The envelope of a GitHub workflow run or GitLab pipeline event (source `ci`); a failure asks for the fixer."""
+    failed = kind == "pipeline_failed"
+    return build(
+        event_id=event_id,
+        occurred_at=occurred_at,
+        source="ci",
+        kind=kind,
+        from_state=from_state,
+        to_state=status,
+        subject=repo_subject(
+            ticket_key_in(branch=branch, title=title, known=known),
+            repo=repo,
+            fallback_type="pipeline",
+            fallback_id=f"{repo}:{pipeline_id}",
+        ),
+        actor=actor,
+        eligible_for_worker=failed,
+        blocked_reason="await_ci" if kind == "pipeline_started" else None,
+        suggested_role="fixer" if failed else None,
+        forge={"pr_number": pr_number, "branch": branch, "pipeline_id": pipeline_id, "pipeline_status": status},
+    )

@@ -8,6 +8,7 @@
 | pull_request closed, merged            | `merged`           | open -> merged           |                |
 | pull_request closed, not merged        | `closed`           | open -> closed           |                |
 | workflow_run requested / in_progress   | `pipeline_started` | none -> pending, running | await_ci       |
+| workflow_run action_required (approve) | `pipeline_started` | none -> manual           | await_ci       |
 | workflow_run completed success         | `pipeline_passed`  | running -> success       |                |
 | workflow_run completed failure/timeout | `pipeline_failed`  | running -> failure       | eligible fixer |
 | workflow_run completed cancelled, ...  | `pipeline_skipped` | running -> canceled      |                |
@@ -21,13 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.router.normalizers.envelope import (
+    KnownKeys,
     PayloadError,
     Unmappable,
-    build,
+    change_request_event,
     maybe,
     need,
-    repo_subject,
-    ticket_key_in,
+    pipeline_event,
     utc_timestamp,
 )
 
@@ -52,16 +53,19 @@ _CONCLUSIONS = {
     "stale": ("pipeline_skipped", "skipped"),
     "action_required": ("pipeline_started", "manual"),
 }
+# workflow_run action of a run that has no conclusion yet -> (from, normalized pipeline status)
+_UNDECIDED = {"requested": (None, "pending"), "in_progress": ("pending", "running")}
 
 
-def normalize(event: str | None, event_id: str, payload: Any) -> dict[str, Any]:
-    """The envelope for one GitHub delivery (`X-GitHub-Event` is `event`)."""
+def normalize(event: str | None, event_id: str, payload: Any, *, known: KnownKeys) -> dict[str, Any]:
+    """The envelope for one GitHub delivery (`X-GitHub-Event` is `event`); `known` says which ticket keys named in
+    a branch or title are the board's."""
     if not isinstance(payload, dict):
         raise PayloadError("", "a GitHub webhook body is a JSON object")
     if event == "pull_request":
-        return pull_request(event_id, payload)
+        return pull_request(event_id, payload, known)
     if event == "workflow_run":
-        return workflow_run(event_id, payload)
+        return workflow_run(event_id, payload, known)
     if event == "ping":
         raise Unmappable("ping: the webhook is set up; nothing to route")
     raise Unmappable(f"GitHub event {event or '(none)'} is not routed")
@@ -75,7 +79,7 @@ def actor_of(sender: Any) -> dict[str, Any]:
     return {"kind": kind, "id": f"github:{login}"}
 
 
-def pull_request(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+def pull_request(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[str, Any]:
     action = need(payload, "action")
     pr = need(payload, "pull_request", kind=dict)
     number = need(payload, "pull_request", "number", kind=int)
@@ -97,28 +101,23 @@ def pull_request(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
         occurred = maybe(pr, "merged_at") or maybe(pr, "closed_at") or need(payload, "pull_request", "updated_at")
     else:
         raise Unmappable(f"pull_request action {action} is not routed")
-    return build(
+    return change_request_event(
         event_id=event_id,
         occurred_at=utc_timestamp(occurred, path="/pull_request/updated_at"),
-        source="forge",
         kind=kind,
         from_state=from_state,
         to_state=to_state,
-        subject=repo_subject(
-            ticket_key_in(branch=branch, title=title),
-            repo=repo,
-            fallback_type="pull_request",
-            fallback_id=f"{repo}#{number}",
-        ),
+        repo=repo,
+        fallback_id=f"{repo}#{number}",
+        number=number,
+        branch=branch,
+        title=title,
         actor=actor_of(maybe(payload, "sender")),
-        eligible_for_worker=False,
-        # New commits (or a new PR) mean the pipeline for the head has not passed yet.
-        blocked_reason="await_ci" if kind in {"opened", "synchronized", "ready_for_review"} else None,
-        forge={"pr_number": number, "branch": branch},
+        known=known,
     )
 
 
-def workflow_run(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+def workflow_run(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[str, Any]:
     action = need(payload, "action")
     run = need(payload, "workflow_run", kind=dict)
     run_id = need(payload, "workflow_run", "id", kind=int)
@@ -127,35 +126,31 @@ def workflow_run(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     pr_number = maybe(run, "pull_requests", 0, "number")
     pr_number = pr_number if isinstance(pr_number, int) and not isinstance(pr_number, bool) else None
     title = maybe(run, "display_title") if isinstance(maybe(run, "display_title"), str) else None
-    if action == "requested":
-        kind, from_state, status = "pipeline_started", None, "pending"
-    elif action == "in_progress":
-        kind, from_state, status = "pipeline_started", "pending", "running"
-    elif action == "completed":
-        conclusion = maybe(run, "conclusion")
+    conclusion = maybe(run, "conclusion")
+    if action not in _UNDECIDED and action != "completed":
+        raise Unmappable(f"workflow_run action {action} is not routed")
+    if conclusion is not None or action == "completed":
+        # A run can be decided when it is requested: one that waits for a maintainer's approval arrives as
+        # `requested` with status completed and conclusion action_required (octokit's requested.with-conclusion).
         if conclusion not in _CONCLUSIONS:
             raise PayloadError("/workflow_run/conclusion", f"is not a workflow_run conclusion: {conclusion!r}")
-        (kind, status), from_state = _CONCLUSIONS[conclusion], "running"
+        kind, status = _CONCLUSIONS[conclusion]
+        from_state = "running" if action == "completed" else _UNDECIDED[action][0]
     else:
-        raise Unmappable(f"workflow_run action {action} is not routed")
+        kind = "pipeline_started"
+        from_state, status = _UNDECIDED[action]
     occurred = maybe(run, "updated_at") or need(payload, "workflow_run", "created_at")
-    failed = kind == "pipeline_failed"
-    return build(
+    return pipeline_event(
         event_id=event_id,
         occurred_at=utc_timestamp(occurred, path="/workflow_run/updated_at"),
-        source="ci",
         kind=kind,
         from_state=from_state,
-        to_state=status,
-        subject=repo_subject(
-            ticket_key_in(branch=branch, title=title),
-            repo=repo,
-            fallback_type="pipeline",
-            fallback_id=f"{repo}:{run_id}",
-        ),
+        status=status,
+        repo=repo,
+        pipeline_id=run_id,
+        pr_number=pr_number,
+        branch=branch,
+        title=title,
         actor=dict(CI_ACTOR),
-        eligible_for_worker=failed,
-        blocked_reason="await_ci" if kind == "pipeline_started" else None,
-        suggested_role="fixer" if failed else None,
-        forge={"pr_number": pr_number, "branch": branch, "pipeline_id": run_id, "pipeline_status": status},
+        known=known,
     )

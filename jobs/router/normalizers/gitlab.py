@@ -21,13 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.router.normalizers.envelope import (
+    KnownKeys,
     PayloadError,
     Unmappable,
-    build,
+    change_request_event,
     maybe,
     need,
-    repo_subject,
-    ticket_key_in,
+    pipeline_event,
     utc_timestamp,
 )
 
@@ -50,15 +50,16 @@ _PIPELINE = {
 }
 
 
-def normalize(event_id: str, payload: Any) -> dict[str, Any]:
-    """The envelope for one GitLab delivery, chosen by its `object_kind`."""
+def normalize(event_id: str, payload: Any, *, known: KnownKeys) -> dict[str, Any]:
+    """The envelope for one GitLab delivery, chosen by its `object_kind`; `known` says which ticket keys named in
+    a branch or title are the board's."""
     if not isinstance(payload, dict):
         raise PayloadError("", "a GitLab webhook body is a JSON object")
     kind = maybe(payload, "object_kind")
     if kind == "merge_request":
-        return merge_request(event_id, payload)
+        return merge_request(event_id, payload, known)
     if kind == "pipeline":
-        return pipeline(event_id, payload)
+        return pipeline(event_id, payload, known)
     raise Unmappable(f"GitLab object_kind {kind or '(none)'} is not routed")
 
 
@@ -73,7 +74,7 @@ def actor_of(user: Any) -> dict[str, Any]:
     return {"kind": kind, "id": f"gitlab:{username}"}
 
 
-def merge_request(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+def merge_request(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[str, Any]:
     attrs = need(payload, "object_attributes", kind=dict)
     action = maybe(attrs, "action")
     iid = need(payload, "object_attributes", "iid", kind=int)
@@ -94,29 +95,25 @@ def merge_request(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
         kind, from_state, to_state = "closed", "open", "closed"
     else:
         raise Unmappable(f"merge_request action {action or '(none)'} is not routed")
-    return build(
+    return change_request_event(
         event_id=event_id,
         occurred_at=utc_timestamp(
             maybe(attrs, "updated_at") or maybe(attrs, "created_at"), path="/object_attributes/updated_at"
         ),
-        source="forge",
         kind=kind,
         from_state=from_state,
         to_state=to_state,
-        subject=repo_subject(
-            ticket_key_in(branch=branch, title=title),
-            repo=repo,
-            fallback_type="pull_request",
-            fallback_id=f"{repo}!{iid}",
-        ),
+        repo=repo,
+        fallback_id=f"{repo}!{iid}",
+        number=iid,
+        branch=branch,
+        title=title,
         actor=actor_of(maybe(payload, "user")),
-        eligible_for_worker=False,
-        blocked_reason="await_ci" if kind in {"opened", "synchronized", "ready_for_review"} else None,
-        forge={"pr_number": iid, "branch": branch},
+        known=known,
     )
 
 
-def pipeline(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+def pipeline(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[str, Any]:
     attrs = need(payload, "object_attributes", kind=dict)
     pipeline_id = need(payload, "object_attributes", "id", kind=int)
     status = need(payload, "object_attributes", "status")
@@ -131,23 +128,17 @@ def pipeline(event_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     iid = maybe(mr, "iid")
     iid = iid if isinstance(iid, int) and not isinstance(iid, bool) and iid > 0 else None
     occurred = maybe(attrs, "finished_at") or maybe(attrs, "created_at")
-    failed = kind == "pipeline_failed"
-    return build(
+    return pipeline_event(
         event_id=event_id,
         occurred_at=utc_timestamp(occurred, path="/object_attributes/created_at"),
-        source="ci",
         kind=kind,
         from_state=from_state,
-        to_state=to_state,
-        subject=repo_subject(
-            ticket_key_in(branch=branch, title=title),
-            repo=repo,
-            fallback_type="pipeline",
-            fallback_id=f"{repo}:{pipeline_id}",
-        ),
+        status=to_state,
+        repo=repo,
+        pipeline_id=pipeline_id,
+        pr_number=iid,
+        branch=branch,
+        title=title,
         actor=dict(CI_ACTOR),
-        eligible_for_worker=failed,
-        blocked_reason="await_ci" if kind == "pipeline_started" else None,
-        suggested_role="fixer" if failed else None,
-        forge={"pr_number": iid, "branch": branch, "pipeline_id": pipeline_id, "pipeline_status": to_state},
+        known=known,
     )

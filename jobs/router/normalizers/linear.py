@@ -5,13 +5,17 @@ type: triage/backlog → `agreement`, Todo/unstarted → `queued`, In Progress/s
 In Review → `human_test`, Done/completed → `done`, Canceled/Duplicate/canceled → `cancelled`.
 
 The subject is the board ticket whose `tracker_issue_id` is the issue's id (or its identifier), else the
-issue identifier itself (`ENG-123`, a valid ticket key). `from` is that board ticket's current stage (a
-Linear payload names only the previous state's id). A payload with no `actor` maps to actor kind `unknown`,
-which the authorization gate fails closed.
+issue identifier itself (`ENG-123`, a valid ticket key). Current deliveries carry `data.identifier`; older ones
+(2023) do not, and the identifier is made from `data.team.key` and `data.number`, or read from the issue's url
+(`.../issue/ENG-123/...`). `from` is that board ticket's current stage (a Linear payload names only the previous
+state's id). Current deliveries carry `actor` (a user is `human`, an OAuth application or integration an
+`agent`, id `linear:<actor id>`); older ones carry none, which maps to actor kind `unknown`, which the
+authorization gate fails closed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +29,10 @@ from jobs.router.normalizers.envelope import (
     need,
     utc_timestamp,
 )
+
+# An issue identifier is its team's key and its number: `PORT-12`.
+_IDENTIFIER = re.compile(r"^[A-Z][A-Z0-9]*-[0-9]+$")
+_ISSUE_URL = re.compile(r"/issue/([A-Z][A-Z0-9]*-[0-9]+)(?:/|$|[?#])")
 
 # (issue id, identifier) -> the board ticket tracking that issue, if any
 TicketLookup = Callable[[str, str], TicketState | None]
@@ -66,6 +74,26 @@ def actor_of(actor: Any) -> dict[str, Any]:
     return {"kind": kind, "id": f"linear:{ident}"}
 
 
+def identifier_of(payload: dict[str, Any]) -> str:
+    """The issue's identifier (`PORT-12`): `data.identifier`, which current deliveries carry; else, as in older
+    deliveries, the team's key with the issue's number, or the `/issue/PORT-12/` in its url."""
+    identifier = maybe(payload, "data", "identifier")
+    if isinstance(identifier, str) and _IDENTIFIER.match(identifier):
+        return identifier
+    team_key, number = maybe(payload, "data", "team", "key"), maybe(payload, "data", "number")
+    if isinstance(team_key, str) and isinstance(number, int) and not isinstance(number, bool) and number > 0:
+        made = f"{team_key}-{number}"
+        if _IDENTIFIER.match(made):
+            return made
+    for url in (maybe(payload, "url"), maybe(payload, "data", "url")):
+        found = _ISSUE_URL.search(url) if isinstance(url, str) else None
+        if found:
+            return found.group(1)
+    if identifier is not None:
+        raise PayloadError("/data/identifier", f"is not a Linear issue identifier: {identifier!r}")
+    raise PayloadError("/data/identifier", "is required (or data.team.key with data.number, or a url naming the issue)")
+
+
 def normalize(event_id: str, payload: Any, lookup: TicketLookup | None = None) -> dict[str, Any]:
     """The envelope for one Linear webhook delivery."""
     if not isinstance(payload, dict):
@@ -78,7 +106,7 @@ def normalize(event_id: str, payload: Any, lookup: TicketLookup | None = None) -
     if action not in {"create", "update"}:
         raise Unmappable(f"Issue action {action} is not routed")
     issue_id = need(payload, "data", "id")
-    identifier = need(payload, "data", "identifier")
+    identifier = identifier_of(payload)
     state = need(payload, "data", "state", kind=dict)
     to_stage = stage_for(state)
     if to_stage is None:

@@ -77,6 +77,30 @@ def test_the_retry_window_is_the_last_day():
 
 
 @pytest.mark.parametrize(
+    ("envelope", "stage"),
+    [
+        ("envelopes/mapping/1-tracker-state-changed-queued-to-execute.json", "queued"),  # the coder rule
+        ("envelopes/mapping/2-forge-synchronized-agent-await-ci.json", "ci"),  # the wait rule
+        ("envelopes/valid/pipeline_passed.json", "ci"),  # no rule
+    ],
+)
+def test_a_used_up_retry_budget_gates_only_fixer_dispatches(envelope, stage):
+    document = example(envelope)
+    view = board(**{document["subject"]["id"]: stage})
+    for hours in (3, 2, 1):
+        view.note_fixer_dispatch(document["subject"]["id"], NOW - timedelta(hours=hours))
+    retry = evaluate(document, view, POLICY, now=NOW).gates[-1]
+    assert retry == {
+        "gate": "retry_budget",
+        "passed": True,
+        "reason": "no fixer rule would dispatch for this event; the budget gates fixers only",
+    }
+    fixer = example("envelopes/mapping/3-ci-pipeline-failed-fixer.json")
+    fixer["subject"]["id"] = document["subject"]["id"]
+    assert evaluate(fixer, view, POLICY, now=NOW).gates[-1]["passed"] is False
+
+
+@pytest.mark.parametrize(
     ("change", "outcome", "role"),
     [
         ({}, "would_dispatch", "coder"),

@@ -7,9 +7,12 @@ import pytest
 from contracts.envelope import envelope_violations
 from jobs.router.board_view import TicketState
 from jobs.router.normalizers import github, gitlab, linear
-from jobs.router.normalizers.envelope import PayloadError, Unmappable, ticket_key_in, utc_timestamp
+from jobs.router.normalizers.envelope import PayloadError, Unmappable, known_prefixes, ticket_key_in, utc_timestamp
 
 from events_kit import EXAMPLES, example
+
+# What a board of PORT tickets recognises in branches and titles.
+PORT = known_prefixes({"PORT"})
 
 
 def conforming(envelope):
@@ -33,7 +36,7 @@ GITHUB = [
 
 @pytest.mark.parametrize(("event", "file", "source", "kind", "from_", "to", "blocked"), GITHUB)
 def test_github_payloads(event, file, source, kind, from_, to, blocked):
-    envelope = conforming(github.normalize(event, "github:d-1", example("payloads/github/" + file)))
+    envelope = conforming(github.normalize(event, "github:d-1", example("payloads/github/" + file), known=PORT))
     assert (envelope["source"], envelope["id"]) == (source, "github:d-1")
     assert envelope["transition"] == {"kind": kind, "from": from_, "to": to}
     assert envelope["subject"] == {"type": "ticket", "id": "PORT-12", "repo": "acme/portfolio"}
@@ -50,10 +53,14 @@ def test_github_payloads(event, file, source, kind, from_, to, blocked):
 
 
 def test_github_times_and_actors():
-    merged = github.normalize("pull_request", "github:x", example("payloads/github/pull_request.closed-merged.json"))
+    merged = github.normalize(
+        "pull_request", "github:x", example("payloads/github/pull_request.closed-merged.json"), known=PORT
+    )
     assert merged["occurred_at"] == "2026-11-20T15:30:01.000000Z"
     assert merged["actor"] == {"kind": "human", "id": "github:mona", "roles": []}
-    opened = github.normalize("pull_request", "github:y", example("payloads/github/pull_request.opened.json"))
+    opened = github.normalize(
+        "pull_request", "github:y", example("payloads/github/pull_request.opened.json"), known=PORT
+    )
     assert opened["actor"]["kind"] == "agent"  # a Bot account
 
 
@@ -61,7 +68,7 @@ def test_a_pr_that_names_no_ticket_is_about_the_pull_request_itself():
     payload = example("payloads/github/pull_request.opened.json")
     payload["pull_request"]["head"]["ref"] = "try-new-fonts"
     payload["pull_request"]["title"] = "Try new fonts"
-    envelope = conforming(github.normalize("pull_request", "github:z", payload))
+    envelope = conforming(github.normalize("pull_request", "github:z", payload, known=PORT))
     assert envelope["subject"] == {"type": "pull_request", "id": "acme/portfolio#42", "repo": "acme/portfolio"}
 
 
@@ -75,7 +82,7 @@ def test_a_pr_that_names_no_ticket_is_about_the_pull_request_itself():
 )
 def test_github_deliveries_that_map_to_no_event(event, file, reason):
     with pytest.raises(Unmappable, match=reason):
-        github.normalize(event, "github:x", example("payloads/github/" + file))
+        github.normalize(event, "github:x", example("payloads/github/" + file), known=PORT)
 
 
 GITLAB = [
@@ -93,7 +100,7 @@ GITLAB = [
 
 @pytest.mark.parametrize(("file", "source", "kind", "from_", "to", "blocked"), GITLAB)
 def test_gitlab_payloads(file, source, kind, from_, to, blocked):
-    envelope = conforming(gitlab.normalize("gitlab:u-1", example("payloads/gitlab/" + file)))
+    envelope = conforming(gitlab.normalize("gitlab:u-1", example("payloads/gitlab/" + file), known=PORT))
     assert envelope["source"] == source
     assert envelope["transition"] == {"kind": kind, "from": from_, "to": to}
     assert envelope["subject"] == {"type": "ticket", "id": "PORT-12", "repo": "acme/portfolio"}
@@ -105,7 +112,7 @@ def test_gitlab_payloads(file, source, kind, from_, to, blocked):
 
 
 def test_gitlab_times_are_utc_with_a_z():
-    failed = gitlab.normalize("gitlab:u", example("payloads/gitlab/pipeline.failed.json"))
+    failed = gitlab.normalize("gitlab:u", example("payloads/gitlab/pipeline.failed.json"), known=PORT)
     assert failed["occurred_at"] == "2026-11-20T10:04:19.000000Z"
     assert utc_timestamp("2026-11-20 11:04:19 +0100", path="/x") == "2026-11-20T10:04:19.000000Z"
     with pytest.raises(PayloadError):
@@ -113,15 +120,15 @@ def test_gitlab_times_are_utc_with_a_z():
 
 
 def test_gitlab_actors():
-    merged = gitlab.normalize("gitlab:u", example("payloads/gitlab/merge_request.merge.json"))
+    merged = gitlab.normalize("gitlab:u", example("payloads/gitlab/merge_request.merge.json"), known=PORT)
     assert merged["actor"] == {"kind": "human", "id": "gitlab:ada", "roles": []}
-    opened = gitlab.normalize("gitlab:u", example("payloads/gitlab/merge_request.open.json"))
+    opened = gitlab.normalize("gitlab:u", example("payloads/gitlab/merge_request.open.json"), known=PORT)
     assert opened["actor"]["kind"] == "agent"  # a project access-token bot
 
 
 def test_a_gitlab_update_that_is_neither_a_push_nor_ready_is_not_routed():
     with pytest.raises(Unmappable, match="merge_request action update is not routed"):
-        gitlab.normalize("gitlab:u", example("payloads/gitlab/merge_request.update-title.json"))
+        gitlab.normalize("gitlab:u", example("payloads/gitlab/merge_request.update-title.json"), known=PORT)
 
 
 def tracked(issue_id, identifier):
@@ -174,14 +181,76 @@ def test_linear_deliveries_that_are_not_state_changes_are_not_routed(file):
     [
         ("port-12-login-email", None, "PORT-12"),
         ("feature/PORT-7", None, "PORT-7"),
-        ("fix_abc-3_typo", None, "ABC-3"),
+        ("fix_port-3_typo", None, "PORT-3"),
         ("main", "[PORT-9] Fix it", "PORT-9"),
         ("release-2026", "Bump deps", None),
         ("try-new-fonts", "try fonts", None),
+        # WORD-NUMBERs whose prefix the board does not know: no ticket.
+        ("dependabot/npm_and_yarn/lodash-4.17.21", "Bump lodash from 4.17.20 to 4.17.21", None),
+        ("renovate/node-18.x", "Update dependency node to v18", None),
+        ("gh-readonly-queue/main/pr-42-6dcb09b5b57875f334f61aebed695e2e4193db5e", "Merge queue", None),
+        ("fix-encoding", "Fix UTF-8 handling", None),
+        ("hashing", "Upgrade to SHA-256", None),
+        # An unknown candidate first does not hide a known one after it.
+        ("renovate/node-18.x", "Node 18 for PORT-12", "PORT-12"),
     ],
 )
 def test_ticket_keys_in_branches_and_titles(branch, title, key):
-    assert ticket_key_in(branch=branch, title=title) == key
+    assert ticket_key_in(branch=branch, title=title, known=PORT) == key
+
+
+def test_the_board_is_asked_only_about_candidates_in_order():
+    asked = []
+
+    def board(candidates):
+        asked.append(list(candidates))
+        return {"NODE-18"}
+
+    assert ticket_key_in(branch="renovate/node-18.x", title="Upgrade to SHA-256", known=board) == "NODE-18"
+    assert asked == [["NODE-18", "SHA-256"]]
+    assert ticket_key_in(branch="main", title="Tidy up", known=board) is None
+    assert len(asked) == 1  # no candidate, no question
+
+
+def test_a_workflow_run_waiting_for_approval_is_manual():
+    payload = example("payloads/github/workflow_run.requested-action_required.json")
+    envelope = conforming(github.normalize("workflow_run", "github:w", payload, known=PORT))
+    assert envelope["transition"] == {"kind": "pipeline_started", "from": None, "to": "manual"}
+    assert envelope["forge"]["pipeline_status"] == "manual"
+    assert envelope["dispatch_hints"] == {
+        "eligible_for_worker": False,
+        "blocked_reason": "await_ci",
+        "suggested_role": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("remove", "identifier"),
+    [
+        ((), "PORT-14"),  # data.team.key + data.number
+        (("team",), "PORT-14"),  # the url
+    ],
+)
+def test_an_older_linear_delivery_names_its_issue_without_an_identifier(remove, identifier):
+    payload = example("payloads/linear/issue.update-state-started.2023.json")
+    assert "identifier" not in payload["data"]
+    for member in remove:
+        del payload["data"][member]
+    envelope = conforming(linear.normalize("linear:d", payload))
+    assert envelope["subject"] == {
+        "type": "ticket",
+        "id": identifier,
+        "tracker_issue_id": "8c1f0e52-6b3d-4a7e-9d21-f4a5b6c7d8e9",
+    }
+    assert envelope["actor"] == {"kind": "unknown", "id": None, "roles": []}
+
+
+def test_a_linear_delivery_naming_its_issue_nowhere_is_a_payload_error():
+    payload = example("payloads/linear/issue.update-state-started.2023.json")
+    del payload["data"]["team"], payload["url"]
+    with pytest.raises(PayloadError) as caught:
+        linear.normalize("linear:d", payload)
+    assert caught.value.path == "/data/identifier"
 
 
 def test_every_raw_payload_example_normalizes_or_is_deliberately_unrouted():
@@ -191,9 +260,9 @@ def test_every_raw_payload_example_normalizes_or_is_deliberately_unrouted():
         try:
             if source == "github":
                 event = path.name.split(".")[0]
-                envelope = github.normalize(event, "github:x", document)
+                envelope = github.normalize(event, "github:x", document, known=PORT)
             elif source == "gitlab":
-                envelope = gitlab.normalize("gitlab:x", document)
+                envelope = gitlab.normalize("gitlab:x", document, known=PORT)
             else:
                 envelope = linear.normalize("linear:x", document)
         except Unmappable:
