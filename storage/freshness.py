@@ -67,11 +67,14 @@ def marks(parts: Iterable[str]) -> tuple[Any, ...]:
     return statements.row(("freshness", names), sql, [])
 
 
-def ticket_marks(key: str) -> tuple[Any, ...]:
-    """The marks of one ticket: its newest timeline entry (every change to it writes one) and the router's
-    newest decision about it; both the last entry of an index on (ticket, id) and (subject, id)."""
+def ticket_marks(key: str, parts: Iterable[str] = ()) -> tuple[Any, ...]:
+    """The marks of one ticket — its newest timeline entry (every change to it writes one) and the router's
+    newest decision about it, each the last entry of an index on (ticket, id) and (subject, id) — and those of
+    `parts`, in one statement."""
+    names = tuple(parts)
     sql = (
         f'SELECT (SELECT MAX("id") FROM {_table(TimelineEntry)} WHERE "ticket_key" = ?), '
         f'(SELECT MAX("id") FROM {_table(RouterDecision)} WHERE "subject_id" = ?)'
     )
-    return statements.row(("freshness_ticket",), sql, [key, key])
+    sql += "".join(", " + column for name in names for column in PARTS[name])
+    return statements.row(("freshness_ticket", names), sql, [key, key])

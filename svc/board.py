@@ -204,9 +204,10 @@ class Board:
         one cheap statement: a page that has not changed answers 304 without being read or rendered."""
         return freshness.marks(parts)
 
-    def ticket_marks(self, key: str) -> tuple[Any, ...]:
-        """Values that move whenever the ticket `key` changes or the router decides something about it."""
-        return freshness.ticket_marks(key)
+    def ticket_marks(self, key: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
+        """Values that move whenever the ticket `key` changes, the router decides something about it, or one of
+        `parts` changes."""
+        return freshness.ticket_marks(key, parts)
 
     # -- Needs-you and the writing toggle --------------------------------------------------------------
 

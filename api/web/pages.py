@@ -195,8 +195,8 @@ class TicketPage:
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
         now = self.clock()
         act = can_act(req)
-        marks = (*self.board.ticket_marks(key), *self.board.marks(("settings",)))
-        tag = freshness.etag(marks=marks, now=now, can_act=act)
+        # The automation setting too: it decides whether WRITING-DAILY reads as needing someone.
+        tag = freshness.etag(marks=self.board.ticket_marks(key, ("settings",)), now=now, can_act=act)
         if freshness.unchanged(req, resp, tag):
             return
         try:

@@ -301,6 +301,17 @@ async function refresh() {
     cache: "no-store",
     headers: { "If-None-Match": etag, Accept: "text/html" },
   });
+  if (response.status === 401 || response.status === 403 || response.status === 429) {
+    // Asking again with credentials the service refuses would only count as more failed sign-ins (and lock
+    // this address out): stop, and say so.
+    etag = null;
+    const note = document.getElementById("live-stopped");
+    if (note) {
+      note.textContent = "This page stopped keeping itself current (the service answered " + response.status + "). Reload it to sign in again.";
+      note.hidden = false;
+    }
+    return;
+  }
   if (response.status === 304 || !response.ok) return;
   const page = new DOMParser().parseFromString(await response.text(), "text/html");
   const fresh = page.getElementById("main");

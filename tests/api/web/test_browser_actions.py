@@ -341,3 +341,17 @@ def test_every_page_has_no_axe_violations(chromium, server, viewport):
     assert found == {path: [] for path in found}
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
     context.close()
+
+
+def test_a_page_whose_credentials_are_refused_stops_asking_and_says_so(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    asked = []
+    # The service now refuses this browser's credentials (say, SVC_BASIC_AUTH changed and it restarted):
+    # asking on would only pile up failed sign-ins against this address.
+    page.route(server + "/", lambda route: (asked.append(1), route.fulfill(status=401, body="{}")))
+    note = page.locator("#live-stopped")
+    expect(note).to_contain_text("Reload it to sign in again", timeout=LIVE)
+    assert len(asked) == 1
+    page.wait_for_timeout(5_000)  # more than two rounds
+    assert len(asked) == 1
+    context.close()

@@ -152,14 +152,18 @@ def test_each_page_moves_with_what_it_shows_and_not_with_the_rest(board):
     assert moved == {"/", "/initiatives", "/tickets/PORT-2", "/fragments/needs-you"}
 
 
-def test_a_304_reads_one_statement_and_renders_nothing(board, caplog):
-    tag = tag_of(board.api, "/")
+@pytest.mark.parametrize("path", PAGES)
+def test_a_304_reads_one_statement_and_renders_nothing(board, caplog, path):
+    tag = tag_of(board.api, path)
     caplog.set_level(logging.DEBUG, logger="peewee")
     caplog.clear()
-    assert again(board.api, "/", tag).status_code == 304
+    assert again(board.api, path, tag).status_code == 304
     statements = [r for r in caplog.records if r.name == "peewee"]
     assert len(statements) == 1, [r.getMessage() for r in statements]
-    caplog.clear()
+
+
+def test_a_full_board_reads_much_more(board, caplog):
+    caplog.set_level(logging.DEBUG, logger="peewee")
     # A full page reads far more: the columns, the Needs-you list, every agent's runs, the bays...
     assert again(board.api, "/", '"stale"').status_code == 200
     assert len([r for r in caplog.records if r.name == "peewee"]) > 10
