@@ -355,3 +355,25 @@ def test_a_page_whose_credentials_are_refused_stops_asking_and_says_so(chromium,
     page.wait_for_timeout(5_000)  # more than two rounds
     assert len(asked) == 1
     context.close()
+
+
+def test_the_decisions_page_shows_a_new_decision_without_a_reload(chromium, server):
+    context, page = open_page(chromium, server + "/decisions")
+    assert page.locator("li.decision").count() == 0
+    envelope = {
+        "schema": "svc.normalized-event/v0",
+        "id": "poller:PORT-2:live",
+        "occurred_at": "2026-11-20T10:00:00Z",
+        "source": "poller",
+        "transition": {"kind": "dispatch_requested", "from": None, "to": "queued"},
+        "subject": {"type": "ticket", "id": "PORT-2"},
+        "actor": {"kind": "system", "id": "svc:poller"},
+        "dispatch_hints": {"eligible_for_worker": True, "suggested_role": "coder"},
+    }
+    accepted = requests.post(
+        server + "/api/v1/events", json=envelope, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=10
+    )
+    assert accepted.status_code == 202, accepted.text
+    expect(page.locator('li.decision[data-subject="PORT-2"]')).to_have_count(1, timeout=LIVE)
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
