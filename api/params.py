@@ -66,6 +66,11 @@ def timestamp(req: falcon.Request, name: str) -> datetime | None:
     raw = req.get_param(name)
     if raw is None or raw == "":
         return None
+    return parse_timestamp(name, raw)
+
+
+def parse_timestamp(name: str, raw: str) -> datetime:
+    """`raw` as the value of query parameter `name`: see `timestamp`."""
     try:
         value = datetime.fromisoformat(raw.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError:

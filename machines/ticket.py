@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Protocol
 
 from statemachine import State, StateMachine
@@ -113,3 +115,34 @@ def move_event(stage: str, target: str) -> str | None:
     """The event that moves a ticket from `stage` to `target`, if the table has one."""
     event = MOVE_EVENTS.get(target)
     return event if event is not None and target in allowed_moves(stage) else None
+
+
+@dataclass(frozen=True)
+class BoardMenu:
+    """What a person may do to a ticket from the board: the stages `move` accepts from where it is, and
+    whether `mark_done` and `cancel` are allowed."""
+
+    moves: tuple[str, ...]
+    mark_done: bool
+    cancel: bool
+
+    @property
+    def empty(self) -> bool:
+        return not (self.moves or self.mark_done or self.cancel)
+
+
+NOTHING = BoardMenu((), False, False)
+
+
+def menu(key: str, stage: str) -> BoardMenu:
+    """The web board's menu for ticket `key` in `stage`, read from the machine's declared transitions, so a
+    move the machine forbids is never offered. `WRITING-DAILY` gets none: `moved_by_the_board` refuses it
+    every event (notify reports alone move it)."""
+    return NOTHING if key == WRITING_TICKET_KEY else _menu(stage)
+
+
+@functools.cache
+def _menu(stage: str) -> BoardMenu:
+    state = TicketMachine.states_map.get(stage)
+    events = {t.event for t in state.transitions} if state is not None else set()
+    return BoardMenu(tuple(allowed_moves(stage)), "mark_done" in events, "cancel" in events)

@@ -7,6 +7,7 @@ and writes PNG files:
 - `board.png`: the board at desktop width (Needs-you, the agents strip, the columns);
 - `board-phone.png`: the top of the board at phone width;
 - `decisions.png`: the router decisions page;
+- `initiatives.png`: the initiatives, their tickets' counts and the controls that agree them;
 - `ticket.png`: the ticket page of PORT-9: its timeline (a failed bay wipe, the release, a tracker close that
   failed) and the router's decisions about it.
 
@@ -95,6 +96,7 @@ def shoot(base: str, out: Path, chromium: str) -> list[Path]:
             for name, path, full in (
                 ("board.png", "/", True),
                 ("decisions.png", "/decisions", False),
+                ("initiatives.png", "/initiatives", False),
                 ("ticket.png", "/tickets/PORT-9", False),
             ):
                 page.goto(base + path, wait_until="networkidle")

@@ -51,8 +51,8 @@ def mark_wiped(name: str, *, at: datetime) -> None:
 
 
 def all_with_claims() -> list[tuple[Slot, SlotClaim | None]]:
-    """Every slot and its claim (None when free), by name."""
-    claims = {c.slot_name: c for c in SlotClaim.select()}
+    """Every slot and its claim (None when free), by name; a claim carries its ticket, read in the same query."""
+    claims = {c.slot_name: c for c in SlotClaim.select(SlotClaim, Ticket).join(Ticket)}
     return [(slot, claims.get(slot.name)) for slot in Slot.select().order_by(Slot.name)]
 
 

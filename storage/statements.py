@@ -110,6 +110,12 @@ def scalar(key: tuple, sql: str, params: list[Any]) -> Any:
     return None if row is None else row[0]
 
 
+def row(key: tuple, sql: str, params: list[Any]) -> tuple[Any, ...]:
+    """The first row of a hand-written query (`?` marks the parameters), as a tuple (empty when there is none)."""
+    found = db.execute_sql(_compose(("row", *key), lambda param: sql.replace("?", param)), params).fetchone()
+    return tuple(found) if found is not None else ()
+
+
 def execute(key: tuple, sql: str, params: list[Any]) -> int:
     """Run a hand-written statement (`?` marks the parameters); return the rows it touched."""
     return db.execute_sql(_compose(("execute", *key), lambda param: sql.replace("?", param)), params).rowcount

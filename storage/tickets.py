@@ -123,6 +123,23 @@ def _not_in(keys: tuple[str, ...]) -> str:
     return f'AND "key" NOT IN ({", ".join("?" for _ in keys)})' if keys else ""
 
 
+def counts_by_initiative(initiative_ids: list[str]) -> dict[str, dict[str, int]]:
+    """Tickets per stage of each of `initiative_ids` (one index range per initiative: a page of initiatives
+    costs what their tickets cost, not what the board holds)."""
+    if not initiative_ids:
+        return {}
+    counts: dict[str, dict[str, int]] = {ident: {} for ident in initiative_ids}
+    query = (
+        Ticket.select(Ticket.initiative, Ticket.stage, fn.COUNT(Ticket.key))
+        .where(Ticket.initiative.in_(initiative_ids))
+        .group_by(Ticket.initiative, Ticket.stage)
+        .tuples()
+    )
+    for ident, stage, n in query:
+        counts[ident][stage] = n
+    return counts
+
+
 def counts_by_stage() -> dict[str, int]:
     """Tickets per stage (stages with none may be absent), from the maintained counts: no scan of the tickets."""
     return {stage: n for stage, n in StageCount.select(StageCount.stage, StageCount.tickets).tuples() if n}

@@ -15,7 +15,7 @@ from typing import Any
 
 from machines import ticket as ticket_machine
 from machines.stages import FINAL_STAGES, STAGES, needs_you
-from storage import initiatives, outbox, slots, tickets, timeline, wallet
+from storage import freshness, initiatives, outbox, slots, tickets, timeline, wallet
 from storage.models import Initiative, Slot, SlotClaim, Ticket, TimelineEntry, Wallet
 from svc import automation, units
 from svc.clock import Clock
@@ -197,6 +197,18 @@ class Board:
         for listener in self.stage_listeners:
             listener(change)
 
+    # -- marks of change (what the web board's ETags are made of) ------------------------------------------
+
+    def marks(self, parts: tuple[str, ...]) -> tuple[Any, ...]:
+        """Values that move whenever one of `parts` of the board changes (`storage.freshness.PARTS`), read in
+        one cheap statement: a page that has not changed answers 304 without being read or rendered."""
+        return freshness.marks(parts)
+
+    def ticket_marks(self, key: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
+        """Values that move whenever the ticket `key` changes, the router decides something about it, or one of
+        `parts` changes."""
+        return freshness.ticket_marks(key, parts)
+
     # -- Needs-you and the writing toggle --------------------------------------------------------------
 
     def _shown(self, row: Ticket) -> Ticket:
@@ -226,6 +238,10 @@ class Board:
 
     def initiatives(self, *, limit: int, cursor: str | None) -> tuple[list[Initiative], str | None]:
         return initiatives.page(limit=limit, cursor=cursor)
+
+    def initiative_ticket_counts(self, ids: list[str]) -> dict[str, dict[str, int]]:
+        """How many tickets each of the initiatives `ids` has, per stage."""
+        return tickets.counts_by_initiative(ids)
 
     def update_initiative(self, ident: str, body: dict[str, Any], *, actor: str) -> Initiative:
         def work() -> Initiative:

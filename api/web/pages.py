@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from importlib import resources
 from urllib.parse import urlencode
 
 import falcon
 
+import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
-from api.web import decisions
+from api.web import bays, decisions, freshness
 from api.web.render import page
 from jobs import agents_strip
+from jobs.router.gates import AGREED_INITIATIVE_STAGES
 from jobs.router.shadow import OUTCOMES, SOURCES
-from machines.stages import STAGES, WRITING_TICKET_KEY
+from machines.stages import LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage import runs
+from storage import wallet as storage_wallet
 from svc import automation
 from svc.errors import NotFound
 
@@ -23,23 +27,59 @@ HTML = "text/html"
 RECENT_RUNS = 20
 DECISIONS_PER_PAGE = 50
 DECISIONS_ON_TICKET = 5
+INITIATIVES_PER_PAGE = 50
+INITIATIVES_TO_CHOOSE_FROM = 500
 TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
+# What `<input type="datetime-local">` sends: a time without a zone, which the decisions page reads as UTC.
+LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
+
+# The parts of the board each page shows (`storage.freshness.PARTS`): its ETag moves when one of them does.
+BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives")
+NEEDS_YOU_PARTS = ("tickets", "settings")
+INITIATIVES_PARTS = ("initiatives", "tickets")
+DECISIONS_PARTS = ("decisions",)
+
+_IF_NONE_MATCH = Param(
+    "If-None-Match",
+    {"type": "string"},
+    "The page's ETag from before: 304 with no body while nothing on the page has changed.",
+    location="header",
+)
 
 
 def signed_in(req: falcon.Request) -> dict:
-    """What every page says about who is looking: their name and role, and whether it shows action controls
-    (`can_act`: never for a viewer, whom the API would refuse anyway)."""
+    """What every page says about who is looking: their name and role (whether it shows action controls is
+    `can_act`)."""
     identity = req.context.identity
-    return {"can_act": identity.may_change, "signed_in": identity.actor, "signed_in_role": identity.role}
+    return {"signed_in": identity.actor, "signed_in_role": identity.role}
 
 
 def _html(summary: str, *, params=(), statuses=(200,)) -> Operation:
-    responses = {status: None for status in statuses}
-    return Operation(summary, responses=responses, params=params, tags=("web board",), content_type=HTML)
+    # Every page answers a conditional GET (304) and carries an ETag.
+    responses = {status: None for status in (*statuses, 304)}
+    return Operation(
+        summary, responses=responses, params=(*params, _IF_NONE_MATCH), tags=("web board",), content_type=HTML
+    )
+
+
+def can_act(req: falcon.Request) -> bool:
+    """Whether the person may use the board's action controls (every one is rendered behind this flag).
+
+    A viewer sees none: the API would refuse every one of them anyway.
+    """
+    return req.context.identity.may_change
+
+
+def person(req: falcon.Request) -> tuple[str, str | None, bool]:
+    """Who is looking, as far as a page differs by it: their name (\"signed in as\"), role, and controls."""
+    identity = req.context.identity
+    return (identity.actor, identity.role, identity.may_change)
 
 
 class BoardPage:
-    operations = {"GET": _html("The web board: Needs-you, the agents strip, a column per stage")}
+    operations = {
+        "GET": _html("The web board: Needs-you, the agents strip, a column per stage, the bays and the wallet")
+    }
 
     def __init__(self, board, clock):
         self.board = board
@@ -47,27 +87,43 @@ class BoardPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         now = self.clock()
+        act = can_act(req)
+        tag = freshness.etag(marks=self.board.marks(BOARD_PARTS), now=now, person=person(req))
+        if freshness.unchanged(req, resp, tag):
+            return
         strip = agents_strip.strip(now)
         history = {status.schedule.agent_id: runs.latest(status.schedule.agent_id, RECENT_RUNS) for status in strip}
         toggle = automation.state()
+        columns = self.board.columns()
+        wallet = self.board.wallet()
+        choices, _ = self.board.initiatives(limit=INITIATIVES_TO_CHOOSE_FROM, cursor=None)
         page(
             resp,
             "board.html",
             now=now,
+            etag=tag,
+            can_act=act,
             needs_you=self.board.needs_you_list(limit=100),
             agents=strip,
             history=history,
             automation_enabled=toggle.enabled,
             automation_changed=toggle,
             **signed_in(req),
-            columns=self.board.columns(),
+            columns=columns,
             stages=STAGES,
             writing_key=WRITING_TICKET_KEY,
+            waiting_choices=WAITING_ON,
+            initiatives=choices,
+            bays=[bays.describe(view, now) for view in self.board.slots()],
+            # Tickets a free bay could be claimed for: the live ones on the board that hold none.
+            claimable=[t.key for stage in LIVE_STAGES for t in columns[stage][0] if not t.assigned_slot],
+            wallet=wallet,
+            percent_used=storage_wallet.percent_used(wallet),
         )
 
 
 class NeedsYouFragment:
-    """The Needs-you section alone, so the page can refresh it in place after the automation toggle."""
+    """The Needs-you section alone, for tools that show it elsewhere (the board itself refreshes as a whole)."""
 
     operations = {"GET": _html("The Needs-you section of the board, as an HTML fragment")}
 
@@ -76,8 +132,68 @@ class NeedsYouFragment:
         self.clock = clock
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        now = self.clock()
+        tag = freshness.etag(marks=self.board.marks(NEEDS_YOU_PARTS), now=now, person=person(req))
+        if freshness.unchanged(req, resp, tag):
+            return
         page(
-            resp, "_needs_you.html", now=self.clock(), needs_you=self.board.needs_you_list(limit=100), **signed_in(req)
+            resp,
+            "_needs_you.html",
+            now=now,
+            can_act=can_act(req),
+            needs_you=self.board.needs_you_list(limit=100),
+            **signed_in(req),
+        )
+
+
+def initiative_stages() -> list[tuple[str, str]]:
+    """The stages an initiative may be given (the contract's own list), each with what it means for the
+    router's agreement gate."""
+    stages = contracts.load("common.json")["$defs"]["initiative_stage"]["enum"]
+    return [
+        (stage, f"{stage}: agreement gate {'passes' if stage in AGREED_INITIATIVE_STAGES else 'fails'}")
+        for stage in stages
+    ]
+
+
+class InitiativesPage:
+    """The initiatives, with how many tickets each has: create one, change its stage (the agreement gate)."""
+
+    operations = {
+        "GET": _html(
+            "The initiatives with their tickets' counts; create one, change its stage",
+            params=(CURSOR,),
+            statuses=(200, 400),
+        )
+    }
+
+    def __init__(self, board, clock):
+        self.board = board
+        self.clock = clock
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        now = self.clock()
+        act = can_act(req)
+        cursor = params.cursor(req)
+        tag = freshness.etag(marks=self.board.marks(INITIATIVES_PARTS), now=now, person=person(req))
+        if freshness.unchanged(req, resp, tag):
+            return
+        rows, after = self.board.initiatives(limit=INITIATIVES_PER_PAGE, cursor=cursor)
+        counts = self.board.initiative_ticket_counts([row.id for row in rows])
+        page(
+            resp,
+            "initiatives.html",
+            now=now,
+            etag=tag,
+            can_act=act,
+            initiatives=rows,
+            counts=counts,
+            stage_choices=initiative_stages(),
+            agreed=AGREED_INITIATIVE_STAGES,
+            final_ticket_stages=("done", "cancelled"),
+            older_url="/initiatives?" + urlencode({"cursor": after}) if after else None,
+            first_url="/initiatives" if cursor else None,
+            **signed_in(req),
         )
 
 
@@ -101,12 +217,19 @@ class TicketPage:
         self.clock = clock
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
+        now = self.clock()
+        act = can_act(req)
+        # The automation setting too: it decides whether WRITING-DAILY reads as needing someone.
+        tag = freshness.etag(marks=self.board.ticket_marks(key, ("settings",)), now=now, person=person(req))
+        if freshness.unchanged(req, resp, tag):
+            return
         try:
             ticket, _ = self.board.ticket(key)
         except NotFound:
             # A person following an old link reads a page, not a problem document; the router may still
             # have judged events about that key (a tracker issue that never became a ticket).
-            page(resp, "no_ticket.html", now=self.clock(), key=key, **signed_in(req))
+            resp.delete_header("ETag")
+            page(resp, "no_ticket.html", now=now, key=key, can_act=act, **signed_in(req))
             resp.status = falcon.HTTP_404
             return
         entries, after = self.board.timeline(key, limit=50, cursor=req.get_param("cursor") or None)
@@ -116,7 +239,10 @@ class TicketPage:
         page(
             resp,
             "ticket.html",
-            now=self.clock(),
+            now=now,
+            etag=tag,
+            can_act=act,
+            waiting_choices=WAITING_ON,
             ticket=ticket,
             entries=entries,
             next_cursor=after,
@@ -125,6 +251,16 @@ class TicketPage:
             more_decisions=more is not None,
             **signed_in(req),
         )
+
+
+def _since(req: falcon.Request) -> datetime | None:
+    """The `since` filter: an ISO 8601 time with a zone, as the API takes it, or the zoneless time a browser's
+    date-and-time field sends, read as UTC (the page says so)."""
+    raw = params.text(req, "since", max_length=64)
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    return params.parse_timestamp("since", value + "Z" if LOCAL_TIME.match(value) else value)
 
 
 def _subject(req: falcon.Request) -> str | None:
@@ -153,6 +289,11 @@ class DecisionsPage:
                     {"type": "string", "maxLength": 128},
                     "A ticket key (any case) or another subject id; empty for any.",
                 ),
+                Param(
+                    "since",
+                    {"type": "string", "maxLength": 64},
+                    "Only decisions evaluated at or after this time: ISO 8601 with a zone, or without one (UTC).",
+                ),
                 CURSOR,
             ),
             statuses=(200, 400),
@@ -169,24 +310,36 @@ class DecisionsPage:
             "outcome": params.choice(req, "outcome", OUTCOMES),
             "source": params.choice(req, "source", SOURCES),
             "subject_id": _subject(req),
+            "since": _since(req),
         }
         cursor = params.cursor(req)
-        rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, since=None, **filters)
+        now = self.clock()
+        tag = freshness.etag(marks=self.board.marks(DECISIONS_PARTS), now=now, person=person(req))
+        if freshness.unchanged(req, resp, tag):
+            return
+        rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, **filters)
         on_board = self.board.on_board({row.subject_id for row in rows if row.subject_id})
-        given = {name: value for name, value in filters.items() if value}
+        given = {name: _query_value(value) for name, value in filters.items() if value}
         page(
             resp,
             "decisions.html",
-            now=self.clock(),
+            now=now,
+            etag=tag,
             filters=filters,
+            since_value=filters["since"].strftime("%Y-%m-%dT%H:%M:%S") if filters["since"] else "",
             filtered=bool(given),
             decisions=[decisions.describe(row, on_board) for row in rows],
             outcome_choices=decisions.OUTCOME_CHOICES,
             source_choices=decisions.SOURCE_CHOICES,
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
+            can_act=can_act(req),
             **signed_in(req),
         )
+
+
+def _query_value(value: str | datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else value
 
 
 class Static:
@@ -216,6 +369,7 @@ def routes(services) -> list[tuple[str, object]]:
     return [
         ("/", BoardPage(board, clock)),
         ("/fragments/needs-you", NeedsYouFragment(board, clock)),
+        ("/initiatives", InitiativesPage(board, clock)),
         ("/tickets/{key}", TicketPage(board, services.router, clock)),
         ("/decisions", DecisionsPage(board, services.router, clock)),
         ("/static/{name}", Static()),

@@ -10,6 +10,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from api.web.guidance import what_to_do
 from api.web.timeline import describe as describe_entry
+from machines.ticket import menu as ticket_menu
 from svc.clock import iso
 
 # Everything comes from this service; nothing inline, nothing from elsewhere.
@@ -53,6 +54,8 @@ def environment() -> Environment:
     env.globals["what_to_do"] = what_to_do
     env.globals["ago"] = ago
     env.globals["describe_entry"] = describe_entry
+    # The move menu comes from the ticket machine itself: a move it forbids is never offered.
+    env.globals["ticket_menu"] = ticket_menu
     return env
 
 

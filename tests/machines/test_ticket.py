@@ -66,3 +66,35 @@ def test_a_reused_machine_serves_the_next_row_after_one_reached_a_final_stage():
     with pytest.raises(TransitionForbidden):
         ticket_machine.fire(Row("done", key="PORT-3"), "start")
     assert ticket_machine.fire(Row("blocked", key="PORT-4"), "queue") == ("blocked", "queued")
+
+
+def landings(stage: str, key: str = "PORT-1") -> dict[str, str]:
+    """Every event the machine declares, fired on a ticket in `stage`: where each one that is allowed lands."""
+    landed = {}
+    for event in ticket_machine.TicketMachine.events:
+        row = Row(stage, key=key)
+        try:
+            ticket_machine.fire(row, event.id)
+        except TransitionForbidden:
+            continue
+        landed[event.id] = row.stage
+    return landed
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_board_menu_offers_every_move_the_machine_allows_and_no_other(stage):
+    menu = ticket_machine.menu("PORT-1", stage)
+    landed = landings(stage)
+    moves = {target for event, target in landed.items() if event not in {"mark_done", "cancel"}}
+    assert set(menu.moves) == moves
+    assert len(menu.moves) == len(set(menu.moves))
+    assert (menu.mark_done, menu.cancel) == ("mark_done" in landed, "cancel" in landed)
+    for target in menu.moves:  # and each offered move is one `POST .../move {"to": target}` carries out
+        row = Row(stage)
+        assert ticket_machine.fire(row, ticket_machine.move_event(stage, target)) == (stage, target)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_writing_ticket_gets_no_menu_since_the_machine_refuses_it_everything(stage):
+    assert landings(stage, key="WRITING-DAILY") == {}
+    assert ticket_machine.menu("WRITING-DAILY", stage).empty

@@ -1,30 +1,145 @@
-// The board's few interactions: the writing automation checkbox and the mark_done/cancel buttons.
-// Both call the JSON API with the browser's own (same-origin) credentials; a viewer's page has neither.
+// The board's script: every action form goes to the JSON API with the browser's own (same-origin) credentials,
+// and the page keeps itself current by asking for itself again with its ETag (a 304 costs nothing).
+// No framework, no build step: the server renders the HTML, this only sends forms and merges fresh pages in.
 "use strict";
+
+const POLL_MS = 2000;
 
 function announce(text) {
   const region = document.getElementById("announcer");
   if (region) region.textContent = text;
 }
 
-async function problemText(response) {
-  try {
-    const body = await response.json();
-    return body.detail || body.title || response.statusText;
-  } catch (e) {
-    return response.statusText;
+// ---------------------------------------------------------------------------------------------------------
+// Actions: a <form class="api"> names its endpoint (data-endpoint, `{field}` filled from the form), its method
+// (data-method, POST by default), an optional confirmation (data-confirm, on the form or the chosen <option>),
+// what to say when it worked (data-done), and data-base: a resource to read first, so a PUT changes only the
+// fields this form has (the wallet's lock keeps the budget someone else just set).
+
+// Controls a person has changed and not yet sent: the live refresh leaves them as they are.
+const edited = new Set();
+
+function problemElement(form) {
+  return (form.dataset.problem && document.getElementById(form.dataset.problem)) || form.querySelector(".problem");
+}
+
+function showProblem(form, text) {
+  const holder = problemElement(form);
+  if (holder) {
+    holder.textContent = text;
+    holder.hidden = !text;
   }
 }
 
-async function refreshNeedsYou() {
-  const current = document.getElementById("needs-you");
-  if (!current) return;
-  const response = await fetch(current.dataset.fragment, { credentials: "same-origin", cache: "no-store" });
-  if (!response.ok) throw new Error(await problemText(response));
-  const holder = document.createElement("div");
-  holder.innerHTML = await response.text();
-  const fresh = holder.querySelector("#needs-you");
-  if (fresh) current.replaceWith(fresh);
+function describeProblem(body, response) {
+  let text = (body && (body.detail || body.title)) || response.statusText || "HTTP " + response.status;
+  const errors = body && Array.isArray(body.errors) ? body.errors : [];
+  if (errors.length) text += " — " + errors.map((e) => (e.path ? e.path + ": " : "") + e.message).join("; ");
+  return text;
+}
+
+function fieldValue(control) {
+  let value = control.type === "checkbox" ? control.checked : control.value.trim();
+  if (control.dataset.case === "upper") value = value.toUpperCase();
+  if (value === "") return undefined;
+  if (control.dataset.type === "number") return Number(value);
+  if (control.dataset.type === "boolean") return value === "true";
+  return value;
+}
+
+function bodyOf(form, submitter) {
+  const body = {};
+  let endpoint = form.dataset.endpoint;
+  const controls = Array.from(form.elements).filter((c) => c.name && !c.disabled && c.type !== "submit");
+  if (submitter && submitter.name) controls.push(submitter);
+  for (const control of controls) {
+    const value = fieldValue(control);
+    const slot = "{" + control.name + "}";
+    if (endpoint.includes(slot)) endpoint = endpoint.replace(slot, encodeURIComponent(value === undefined ? "" : value));
+    else if (value !== undefined) body[control.name] = value;
+  }
+  return { endpoint, body };
+}
+
+function confirmation(form) {
+  const chosen = form.querySelector("select option:checked[data-confirm]");
+  return (chosen && chosen.dataset.confirm) || form.dataset.confirm;
+}
+
+async function readBase(form) {
+  if (!form.dataset.base) return {};
+  const response = await fetch(form.dataset.base, { credentials: "same-origin", cache: "no-store" });
+  if (!response.ok) return {};
+  const current = await response.json();
+  const keys = (form.dataset.baseKeys || "").split(" ").filter(Boolean);
+  return Object.fromEntries(keys.filter((k) => k in current).map((k) => [k, current[k]]));
+}
+
+function markInvalid(form, errors) {
+  for (const control of form.elements) control.removeAttribute("aria-invalid");
+  for (const error of errors || []) {
+    const name = String(error.path || "").split("/")[1];
+    const control = name && form.elements.namedItem(name);
+    if (control && control.setAttribute) control.setAttribute("aria-invalid", "true");
+  }
+}
+
+function settleForm(form) {
+  for (const control of form.elements) edited.delete(control);
+}
+
+async function submitAction(event) {
+  const form = event.target;
+  if (!(form instanceof HTMLFormElement) || !form.classList.contains("api")) return;
+  event.preventDefault();
+  if (form.getAttribute("aria-busy") === "true") return;
+  const question = confirmation(form);
+  if (question && !window.confirm(question)) return;
+  const { endpoint, body } = bodyOf(form, event.submitter);
+  form.setAttribute("aria-busy", "true");
+  showProblem(form, "");
+  try {
+    const merged = { ...(await readBase(form)), ...body };
+    const response = await fetch(endpoint, {
+      method: form.dataset.method || "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(merged),
+    });
+    let answer = null;
+    try {
+      answer = await response.json();
+    } catch (e) {
+      answer = null;
+    }
+    if (!response.ok) {
+      const text = describeProblem(answer, response);
+      markInvalid(form, answer && answer.errors);
+      showProblem(form, text);
+      announce("Refused: " + text);
+      return;
+    }
+    markInvalid(form, []);
+    if (form.hasAttribute("data-reset")) form.reset();
+    settleForm(form);
+    const menu = form.closest("details");
+    if (form.hasAttribute("data-close") && menu) menu.open = false;
+    // The control may be about to leave the page (a card moving to another column): let it go, and take the
+    // focus to where the thing acted on stands once the page shows the change.
+    const focusAfter = form.dataset.focusAfter;
+    if (focusAfter && form.contains(document.activeElement)) document.activeElement.blur();
+    announce(form.dataset.done || "Done.");
+    form.removeAttribute("aria-busy");
+    await refreshNow();
+    const target = focusAfter && document.querySelector(focusAfter);
+    if (target) target.focus();
+    return;
+  } catch (error) {
+    showProblem(form, "Could not reach the service: " + error.message);
+    announce("Could not reach the service: " + error.message);
+  } finally {
+    form.removeAttribute("aria-busy");
+  }
 }
 
 async function toggleAutomation(event) {
@@ -39,14 +154,18 @@ async function toggleAutomation(event) {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ enabled: wanted }),
     });
-    if (!response.ok) throw new Error(await problemText(response));
-    const body = await response.json();
-    box.checked = body.enabled;
-    if (state) state.textContent = body.enabled ? "on" : "off";
+    let answer = null;
+    try {
+      answer = await response.json();
+    } catch (e) {
+      answer = null;
+    }
+    if (!response.ok) throw new Error(describeProblem(answer, response));
+    box.checked = answer.enabled;
+    if (state) state.textContent = answer.enabled ? "on" : "off";
     const by = document.getElementById("writing-automation-by");
-    if (by && body.updated_by) by.textContent = "turned " + (body.enabled ? "on" : "off") + " by " + body.updated_by + " just now";
-    await refreshNeedsYou();
-    announce("Writing automation is " + (body.enabled ? "on" : "off") + ".");
+    if (by && answer.updated_by) by.textContent = "turned " + (answer.enabled ? "on" : "off") + " by " + answer.updated_by + " just now";
+    announce("Writing automation is " + (answer.enabled ? "on" : "off") + ".");
   } catch (error) {
     box.checked = !wanted;
     announce("Could not change writing automation: " + error.message);
@@ -54,35 +173,204 @@ async function toggleAutomation(event) {
   } finally {
     box.disabled = false;
   }
+  refreshNow();
 }
 
-async function ticketAction(event) {
-  const button = event.target.closest("button.act");
-  if (!button) return;
-  const { key, action } = button.dataset;
-  const verb = action === "mark_done" ? "Mark " + key + " done" : "Cancel " + key;
-  if (!window.confirm(verb + "? This cannot be undone.")) return;
-  button.disabled = true;
-  try {
-    const response = await fetch("/api/v1/tickets/" + encodeURIComponent(key) + "/" + action, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json" },
-      body: "{}",
-    });
-    if (!response.ok) throw new Error(await problemText(response));
-    announce(verb + ": done.");
-    window.location.reload();
-  } catch (error) {
-    button.disabled = false;
-    window.alert(verb + " failed: " + error.message);
+// ---------------------------------------------------------------------------------------------------------
+// Keeping current: the page asks for itself with If-None-Match every POLL_MS while the tab is visible. A 304
+// changes nothing; a new page is merged into this one node by node, so what the person is doing survives: the
+// focused control, an open menu (<details>), a field they typed in, a form on its way, a refusal's message.
+
+function keyOf(node) {
+  if (node.nodeType !== Node.ELEMENT_NODE) return "";
+  if (node.id) return "#" + node.id;
+  const d = node.dataset;
+  const parts = [d.key, d.action, d.agent, d.stage, d.slot, d.initiative, d.id].filter((p) => p !== undefined);
+  if (parts.length) return node.nodeName + "|" + parts.join("|");
+  if (node.nodeName === "OPTION") return "OPTION|" + node.value;
+  return "";
+}
+
+// Left exactly as it is: a control the person changed, a form on its way.
+function held(node) {
+  return edited.has(node) || (node.nodeType === Node.ELEMENT_NODE && node.getAttribute("aria-busy") === "true");
+}
+
+// Must not be thrown away: it holds the focus, an open menu, or something held.
+function pinned(node) {
+  if (node.nodeType !== Node.ELEMENT_NODE) return false;
+  const active = document.activeElement;
+  if (active && active !== document.body && node.contains(active)) return true;
+  if (node.matches("details[open]") || node.querySelector("details[open], [aria-busy='true']")) return true;
+  for (const control of edited) if (node.contains(control)) return true;
+  return held(node);
+}
+
+function syncAttributes(old, fresh) {
+  for (const { name } of Array.from(old.attributes)) {
+    // Whether a menu is open is the person's business, not the server's.
+    if (!fresh.hasAttribute(name) && !(name === "open" && old.nodeName === "DETAILS")) old.removeAttribute(name);
+  }
+  for (const { name, value } of Array.from(fresh.attributes)) {
+    if (name === "open" && old.nodeName === "DETAILS") continue;
+    if (old.getAttribute(name) !== value) old.setAttribute(name, value);
+  }
+  if (old.nodeName === "INPUT") {
+    if (old.type === "checkbox" || old.type === "radio") old.checked = fresh.hasAttribute("checked");
+    else old.value = fresh.getAttribute("value") || "";
   }
 }
 
+// Merge `fresh` into `old`; returns [the node that stands, whether it now shows `fresh` in full].
+function merge(old, fresh) {
+  if (old.nodeType !== fresh.nodeType || old.nodeName !== fresh.nodeName || keyOf(old) !== keyOf(fresh)) {
+    return pinned(old) ? [old, false] : [fresh, true];
+  }
+  if (old.nodeType !== Node.ELEMENT_NODE) {
+    if (old.nodeValue !== fresh.nodeValue) old.nodeValue = fresh.nodeValue;
+    return [old, true];
+  }
+  if (old.classList.contains("problem")) return [old, true]; // the script's own message, until the next try
+  if (old.isEqualNode(fresh)) return [old, true];
+  if (held(old)) return [old, false];
+  const chosen = old.nodeName === "SELECT" ? Array.from(fresh.options).findIndex((o) => o.hasAttribute("selected")) : -1;
+  syncAttributes(old, fresh);
+  const complete = mergeChildren(old, fresh);
+  if (old.nodeName === "SELECT" && !edited.has(old)) old.selectedIndex = Math.max(chosen, 0);
+  return [old, complete];
+}
+
+function mergeChildren(old, fresh) {
+  let complete = true;
+  const before = Array.from(old.childNodes);
+  const byKey = new Map();
+  for (const node of before) {
+    const key = keyOf(node);
+    if (key && !byKey.has(key)) byKey.set(key, node);
+  }
+  const used = new Set();
+  const wanted = [];
+  let next = 0; // the next unkeyed old child, matched in order
+  for (const node of Array.from(fresh.childNodes)) {
+    const key = keyOf(node);
+    let match = null;
+    if (key) match = byKey.get(key) || null;
+    else {
+      while (next < before.length && (used.has(before[next]) || keyOf(before[next]))) next++;
+      match = next < before.length ? before[next++] : null;
+    }
+    if (match && !used.has(match)) {
+      used.add(match);
+      const [stands, whole] = merge(match, node);
+      complete = complete && whole;
+      wanted.push(stands);
+    } else {
+      wanted.push(node);
+    }
+  }
+  const standing = new Set(wanted);
+  const kept = new Set();
+  for (const node of before) {
+    if (standing.has(node)) continue;
+    if (pinned(node)) {
+      kept.add(node); // gone from the fresh page but in use: it stays until the person is done with it
+      complete = false;
+    } else {
+      node.remove();
+    }
+  }
+  let cursor = old.firstChild;
+  for (const node of wanted) {
+    while (cursor && cursor !== node && kept.has(cursor)) cursor = cursor.nextSibling;
+    if (cursor === node) {
+      cursor = cursor.nextSibling;
+      continue;
+    }
+    old.insertBefore(node, cursor);
+  }
+  return complete;
+}
+
+let etag = null;
+let timer = null;
+let inFlight = null;
+
+async function refresh() {
+  const main = document.getElementById("main");
+  if (!main || !etag) return;
+  const response = await fetch(window.location.href, {
+    credentials: "same-origin",
+    cache: "no-store",
+    headers: { "If-None-Match": etag, Accept: "text/html" },
+  });
+  if (response.status === 401 || response.status === 403 || response.status === 429) {
+    // Asking again with credentials the service refuses would only count as more failed sign-ins (and lock
+    // this address out): stop, and say so.
+    etag = null;
+    const note = document.getElementById("live-stopped");
+    if (note) {
+      note.textContent = "This page stopped keeping itself current (the service answered " + response.status + "). Reload it to sign in again.";
+      note.hidden = false;
+    }
+    return;
+  }
+  if (response.status === 304 || !response.ok) return;
+  const page = new DOMParser().parseFromString(await response.text(), "text/html");
+  const fresh = page.getElementById("main");
+  if (!fresh) return;
+  const [, complete] = merge(main, fresh);
+  for (const control of edited) if (!control.isConnected) edited.delete(control);
+  // What was left as the person had it is merged on a later round: keep asking until it all fits.
+  if (complete) etag = response.headers.get("ETag") || fresh.dataset.etag || etag;
+}
+
+let again = false;
+
+// Refresh now; a call made while a refresh is on its way gets one more after it (that one may predate the
+// change the caller just made). Resolves when the page shows what the service had when it was called.
+function refreshNow() {
+  if (inFlight) {
+    again = true;
+    return inFlight;
+  }
+  inFlight = (async () => {
+    do {
+      again = false;
+      try {
+        await refresh();
+      } catch (e) {
+        // a network hiccup: the next round tries again
+      }
+    } while (again);
+    inFlight = null;
+  })();
+  return inFlight;
+}
+
+function schedule() {
+  clearTimeout(timer);
+  timer = null;
+  if (document.visibilityState === "hidden" || !etag) return; // a hidden tab asks for nothing
+  timer = setTimeout(async () => {
+    await refreshNow();
+    schedule();
+  }, POLL_MS);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const main = document.getElementById("main");
+  etag = main && main.dataset.etag ? main.dataset.etag : null;
   const box = document.getElementById("writing-automation");
   if (box) box.addEventListener("change", toggleAutomation);
-  document.addEventListener("click", (event) => {
-    if (event.target.closest && event.target.closest("button.act")) ticketAction(event);
+  document.addEventListener("submit", submitAction);
+  document.addEventListener("input", (event) => {
+    const control = event.target;
+    if (control.form && control.type !== "hidden") edited.add(control);
   });
+  document.addEventListener("reset", (event) => settleForm(event.target));
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") refreshNow().then(schedule);
+    else schedule();
+  });
+  schedule();
 });

@@ -1,72 +1,17 @@
 """The web board in headless Chromium against a real `svc serve`: sign in, toggle writing automation and watch
 WRITING-DAILY leave and rejoin the Needs-you list without a reload, open a ticket page, mark a ticket done,
 filter the router decisions page; at phone width and with the keyboard too. Signed in with a viewer's account the
-board offers no action at all; with an operator's, the operator acts and the timeline names them."""
-
-import os
-import shutil
+board offers no action at all; with an operator's, the operator acts and the timeline names them. (Every other
+action a person takes on the page, the live refresh and the accessibility check: test_browser_actions.py.)"""
 
 import pytest
 import requests
 
+from browser_kit import CI_SECRET, PASSWORD, USER
 from events_kit import example
-from processes import start_service, svc_user
+from processes import svc_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
-
-CHROMIUM = os.environ.get("SVC_TEST_CHROMIUM", "/usr/bin/chromium")
-USER, PASSWORD = "admin", "correct-horse-battery"
-CI_SECRET = "browser-test-ci-secret-0123456789"
-# What the probe of this machine found Chromium needs headless as root and with no outside network.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    """Headless Chromium through Playwright. Missing under CI is a failure, never a silent pass."""
-    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
-        message = f"Chromium not found at {CHROMIUM}: install Debian's chromium package (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def server(tmp_path, database_url):
-    process, base = start_service(
-        tmp_path, database_url, SVC_BASIC_AUTH=f"{USER}:{PASSWORD}", SVC_CI_WEBHOOK_SECRET=CI_SECRET
-    )
-    api = requests.Session()
-    api.auth = (USER, PASSWORD)
-    api.post(f"{base}/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"}, timeout=10)
-    for key, stage in [("PORT-1", "human_test"), ("PORT-2", "execute")]:
-        api.post(
-            f"{base}/api/v1/tickets",
-            json={"key": key, "initiative_id": "port", "title": f"Ticket {key}", "stage": stage},
-            timeout=10,
-        ).raise_for_status()
-    notify = requests.post(
-        f"{base}/api/v1/agents/writing/notify",
-        json={"status": "BACKFILL_READY", "missing": 2},
-        headers={"X-Svc-CI-Secret": CI_SECRET},
-        timeout=10,
-    )
-    notify.raise_for_status()
-    yield base
-    process.stop()
 
 
 @pytest.fixture
@@ -111,8 +56,9 @@ def test_an_operator_acts_and_the_timeline_names_them(chromium, people):
     page.goto(server + "/tickets/PORT-2")
     assert "olga" in page.locator(".signed-in").inner_text()
     page.once("dialog", lambda dialog: dialog.accept())
-    with page.expect_navigation():
-        page.get_by_role("button", name="Cancel PORT-2").click()
+    page.get_by_role("button", name="Cancel PORT-2").click()
+    # The page takes the change in place (no reload): the newest timeline entry becomes the cancellation.
+    page.wait_for_function("() => document.querySelector('.timeline li.entry').textContent.includes('Cancelled')")
     newest = page.locator(".timeline li.entry").first
     assert "Cancelled" in newest.inner_text() and "by olga" in newest.locator(".by").inner_text()
     assert requests.get(server + "/api/v1/tickets/PORT-2", auth=(USER, PASSWORD), timeout=10).json()["stage"] == (
@@ -169,10 +115,13 @@ def test_a_ticket_page_opens_from_the_board_and_mark_done_asks_first(chromium, s
     assert requests.get(server + "/api/v1/tickets/PORT-2", auth=(USER, PASSWORD), timeout=10).json()["stage"] == (
         "execute"
     )
+    page.evaluate("window.notReloaded = true")
     page.once("dialog", lambda dialog: dialog.accept())
-    with page.expect_navigation():
-        page.get_by_role("button", name="Mark PORT-2 done").click()
-    assert page.locator(".facts").inner_text().count("done") >= 1
+    page.get_by_role("button", name="Mark PORT-2 done").click()
+    # The page shows the change in place (no reload): the stage reads done and the actions are gone.
+    page.wait_for_function("() => document.querySelector('.facts .badge.stage').textContent === 'done'")
+    assert page.get_by_role("button", name="Mark PORT-2 done").count() == 0
+    assert page.evaluate("window.notReloaded") is True
     assert requests.get(server + "/api/v1/tickets/PORT-2", auth=(USER, PASSWORD), timeout=10).json()["stage"] == "done"
     context.close()
 

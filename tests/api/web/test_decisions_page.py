@@ -175,9 +175,34 @@ def test_a_filter_value_the_form_never_sends_is_refused(routed):
 
 def test_every_control_has_a_label(routed):
     found = page(routed)
-    assert {c.get("name") for c in found.controls} == {"outcome", "source", "subject_id"}
+    assert {c.get("name") for c in found.controls} == {"outcome", "source", "subject_id", "since"}
     for control in found.controls:
         assert control.get("id") in found.labels, control
+
+
+def test_since_shows_only_decisions_evaluated_from_then_on_as_the_api_does(routed, clock):
+    clock.advance(hours=1)  # 11:00 UTC: one more decision
+    later = copy.deepcopy(example(MAPPING + "2-forge-synchronized-agent-await-ci.json"))
+    later["id"] = "github:push-later"
+    assert routed.post("/api/v1/events", json=later, auth="ci").status_code == 202
+
+    # What a browser's date-and-time field sends (no zone; the page reads it as UTC), and what the API takes.
+    for since in ("2026-11-20T10:30", "2026-11-20T10:30:00", "2026-11-20T10:30:00Z", "2026-11-20T11:30:00%2B01:00"):
+        found = page(routed, "?since=" + since)
+        assert [d["data-id"] for d in found.decisions] == [
+            str(d["id"]) for d in routed.get("/api/v1/router/decisions?since=2026-11-20T10:30:00Z").json["decisions"]
+        ]
+        assert len(found.decisions) == 1, since
+    html = routed.get("/decisions?since=2026-11-20T10:30").text
+    assert 'value="2026-11-20T10:30:00"' in html  # the field keeps the filter
+    assert "evaluated since <strong>2026-11-20 10:30:00 UTC</strong>" in html
+    assert len(page(routed, "?since=2026-11-20T09:59:59Z").decisions) == 7
+    # Combined with another filter, and carried to older pages like the others.
+    assert page(routed, "?since=2026-11-20T10:30&outcome=blocked").decisions == []
+
+    refused = routed.get("/decisions?since=yesterday")
+    assert refused.status_code == 400
+    assert "since" in refused.json["detail"]
 
 
 def test_the_page_needs_credentials(api):

@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from machines.stages import STAGES
+
 
 @pytest.fixture
 def board(api):
@@ -111,3 +113,71 @@ def test_each_agent_tile_says_its_schedule_in_words(board):
     assert "At 09:00 and 18:00 every day" in tiles["writing-daily"]
     assert "At 04:00 every day" in tiles["idle-reclaim"]
     assert "schedule-words" not in tiles["poller"]  # "every 5 minutes" says it already
+
+
+def move_options(html: str, key: str) -> list[str]:
+    """The target stages the page offers in `key`'s move menu (none when it has no menu)."""
+    found = re.search(rf'<select id="[^"]*-{re.escape(key)}-to" name="to"[^>]*>(.*?)</select>', html, re.S)
+    return re.findall(r'<option value="([^"]+)"', found.group(1)) if found else []
+
+
+STAGE_LIST = list(STAGES)
+
+
+@pytest.mark.parametrize("stage", STAGE_LIST)
+def test_the_move_menu_offers_exactly_the_moves_the_api_accepts(board, stage):
+    key = f"MENU-{STAGE_LIST.index(stage)}"
+    board.post("/api/v1/tickets", json={"key": key, "initiative_id": "port", "title": "menu", "stage": stage})
+    offered = move_options(board.get("/").text, key)
+    assert offered == move_options(board.get(f"/tickets/{key}").text, key)
+    accepted = []
+    for n, target in enumerate(STAGE_LIST):
+        probe = f"{key}{n}"
+        board.post("/api/v1/tickets", json={"key": probe, "initiative_id": "port", "title": "probe", "stage": stage})
+        answer = board.post(f"/api/v1/tickets/{probe}/move", json={"to": target})
+        assert answer.status_code in (200, 409), answer.text
+        if answer.status_code == 200:
+            accepted.append(target)
+    assert offered == accepted
+
+
+def test_the_writing_ticket_has_no_moves_on_the_page_and_the_api_agrees(board):
+    assert board.post("/api/v1/agents/writing/notify", json={"status": "BACKFILL_READY"}, auth="ci").status_code == 200
+    html = board.get("/").text
+    assert move_options(html, "WRITING-DAILY") == []
+    assert 'data-key="WRITING-DAILY" data-endpoint' not in html
+    assert "notify reports alone move WRITING-DAILY" in html
+    assert board.post("/api/v1/tickets/WRITING-DAILY/move", json={"to": "ci"}).status_code == 409
+
+
+def test_a_viewer_sees_no_action_control(board, monkeypatch):
+    from api.web import pages
+
+    board.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-2"})
+    board.post("/api/v1/tickets", json={"key": "PORT-4", "initiative_id": "port", "title": "t", "stage": "done"})
+    before = {path: board.get(path).text for path in ["/", "/initiatives", "/tickets/PORT-2"]}
+    assert all('class="api' in html for html in before.values())
+    monkeypatch.setattr(pages, "can_act", lambda req: False)
+    for path in before:
+        html = board.get(path).text
+        for control in ['class="api', "<form", "<button", "<input", "<select", 'class="menu"', "data-endpoint"]:
+            assert control not in html, (path, control)
+    # What it shows is all still there: the automation's state, the bays, the wallet, the columns.
+    html = board.get("/").text
+    assert 'id="writing-automation-state"' in html and 'data-slot="bay-1"' in html and 'id="wallet"' in html
+
+
+def test_the_initiatives_page_counts_each_initiatives_tickets(board):
+    board.post("/api/v1/initiatives", json={"id": "billing", "name": "Billing <b>revamp</b>"})
+    board.post("/api/v1/tickets/PORT-2/cancel")
+    html = board.get("/initiatives").text
+    items = dict(re.findall(r'data-initiative="([^"]+)">(.*?)</li>', html, re.S))
+    assert set(items) == {"billing", "port"}
+    assert "3 tickets</strong>: 2 open, 0 done, 1 cancelled" in items["port"]
+    assert "human_test 1" in items["port"] and "human_merge 1" in items["port"]
+    assert "0 tickets</strong>" in items["billing"]
+    assert "agreement gate fails" in items["billing"] and "agreement gate passes" in items["port"]
+    assert "Billing &lt;b&gt;revamp&lt;/b&gt;" in html
+    # The stage menu lists every stage the contract allows, the current one chosen.
+    options = re.findall(r'<option value="([^"]+)"( selected)?', items["billing"])
+    assert options == [("agree", " selected"), ("active", ""), ("done", ""), ("cancelled", "")]

@@ -1,0 +1,80 @@
+"""Marks of change: small values that move whenever a part of the board changes, read without reading the board.
+
+The web board's pages answer `If-None-Match` with 304 while these stand still, so an idle page costs one
+statement, never a render. Each mark comes from what the store keeps anyway: the newest id of an append-only
+table (an index's last entry), the maintained stage counts, and the `updated_at` of tables of a few rows.
+Every change to a ticket writes exactly one timeline entry (a stage change, a claim, a release, a receipt, the
+automation toggle's audit), so the newest entry's id stands for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from storage import statements
+from storage.models import (
+    AgentRun,
+    Initiative,
+    RouterDecision,
+    Setting,
+    Slot,
+    SlotClaim,
+    StageCount,
+    TimelineEntry,
+    Wallet,
+)
+
+
+def _table(model) -> str:
+    return f'"{model._meta.table_name}"'
+
+
+def _max(model, column: str) -> str:
+    return f'(SELECT MAX("{column}") FROM {_table(model)})'
+
+
+def _count(model, what: str = "*") -> str:
+    return f"(SELECT COUNT({what}) FROM {_table(model)})"
+
+
+# One scalar subquery per mark; every one is an index's last entry or a table of a handful of rows.
+PARTS: dict[str, tuple[str, ...]] = {
+    # The newest timeline entry, and how many tickets there are (the stage counts: ten rows at most).
+    "tickets": (_max(TimelineEntry, "id"), f'(SELECT SUM("tickets") FROM {_table(StageCount)})'),
+    "runs": (_max(AgentRun, "id"),),
+    "settings": (_max(Setting, "updated_at"),),
+    "wallet": (_max(Wallet, "updated_at"),),
+    # Bays are few. A wipe's lease writes no timeline entry (the release does, when it is done), so the slot
+    # rows themselves are read.
+    "slots": (
+        _count(Slot),
+        _max(Slot, "last_activity_at"),
+        _max(Slot, "last_wiped_at"),
+        _max(Slot, "wipe_until"),
+        _count(Slot, '"wipe_owner"'),
+        _count(SlotClaim),
+    ),
+    "initiatives": (_count(Initiative), _max(Initiative, "updated_at")),
+    "decisions": (_max(RouterDecision, "id"),),
+}
+
+
+def marks(parts: Iterable[str]) -> tuple[Any, ...]:
+    """The marks of `parts` (names of `PARTS`), in one statement."""
+    names = tuple(parts)
+    sql = "SELECT " + ", ".join(column for name in names for column in PARTS[name])
+    return statements.row(("freshness", names), sql, [])
+
+
+def ticket_marks(key: str, parts: Iterable[str] = ()) -> tuple[Any, ...]:
+    """The marks of one ticket — its newest timeline entry (every change to it writes one) and the router's
+    newest decision about it, each the last entry of an index on (ticket, id) and (subject, id) — and those of
+    `parts`, in one statement."""
+    names = tuple(parts)
+    sql = (
+        f'SELECT (SELECT MAX("id") FROM {_table(TimelineEntry)} WHERE "ticket_key" = ?), '
+        f'(SELECT MAX("id") FROM {_table(RouterDecision)} WHERE "subject_id" = ?)'
+    )
+    sql += "".join(", " + column for name in names for column in PARTS[name])
+    return statements.row(("freshness_ticket", names), sql, [key, key])

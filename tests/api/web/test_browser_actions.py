@@ -1,0 +1,398 @@
+"""A person runs the board from the page, in headless Chromium against a real `svc serve`: initiatives, tickets and
+their moves, bays, the wallet — with clicks, the keyboard and confirmations — and each result is read back through
+the API. Two pages stay current without a reload, keeping a half-filled form and an open menu; a hidden tab asks
+for nothing. Every page has no axe-core violation of WCAG 2.1 A/AA, at desktop and at phone width."""
+
+import pytest
+import requests
+from playwright.sync_api import expect
+
+from browser_kit import CI_SECRET, DESKTOP, PASSWORD, PHONE, USER, axe_violations
+from processes import svc_user, wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.process]
+
+# How long a page may take to show a change made elsewhere: it asks every 2 s; the bound is generous for a
+# shared, loaded machine and is a bound to wait within, not a speed being measured.
+LIVE = 15_000
+
+
+def open_page(chromium, url, *, viewport=DESKTOP):
+    context = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}, viewport=viewport)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    # Set once; it is still there at the end only if the page was never reloaded.
+    page.evaluate("window.notReloaded = true")
+    page.script_errors = errors
+    return context, page
+
+
+def still_the_same_page(page) -> bool:
+    return page.evaluate("window.notReloaded === true")
+
+
+def api_get(server, path):
+    answer = requests.get(server + path, auth=(USER, PASSWORD), timeout=10)
+    answer.raise_for_status()
+    return answer.json()
+
+
+def api(server, method, path, body=None):
+    answer = requests.request(method, server + path, json=body, auth=(USER, PASSWORD), timeout=10)
+    answer.raise_for_status()
+    return answer.json()
+
+
+def wallet(server):
+    answer = api_get(server, "/api/v1/wallet")
+    return {name: answer[name] for name in ("budget", "spent", "percent_used", "locked")}
+
+
+def card(page, stage, key):
+    return page.locator(f'.column[data-stage="{stage}"] li.card[data-key="{key}"]')
+
+
+def test_initiatives_are_created_agreed_and_cancelled_from_the_page(chromium, server):
+    context, page = open_page(chromium, server + "/initiatives")
+    page.get_by_label("Id").fill("billing")
+    page.get_by_label("Name", exact=True).fill("Billing revamp")
+    page.get_by_role("button", name="Create initiative").click()
+    item = page.locator('li.initiative[data-initiative="billing"]')
+    item.wait_for()
+    assert "agreement gate fails" in item.inner_text()
+    created = api_get(server, "/api/v1/initiatives")["initiatives"][0]
+    assert (created["id"], created["name"], created["stage"]) == ("billing", "Billing revamp", "agree")
+    assert page.get_by_label("Name", exact=True).input_value() == ""  # the form is ready for the next one
+
+    # The same id again: the service refuses, and says why beside the form.
+    page.get_by_label("Id").fill("billing")
+    page.get_by_label("Name", exact=True).fill("Billing again")
+    page.get_by_role("button", name="Create initiative").click()
+    problem = page.locator("#new-initiative-problem")
+    problem.wait_for()
+    assert "already exists" in problem.inner_text()
+    names = [i["name"] for i in api_get(server, "/api/v1/initiatives")["initiatives"]]
+    assert names.count("Billing revamp") == 1 and "Billing again" not in names
+
+    # Agree it: active passes the router's agreement gate.
+    page.get_by_label("Stage of Billing revamp").select_option("active")
+    page.get_by_role("button", name="Change stage of Billing revamp").click()
+    expect(item.locator(".initiative-stage")).to_contain_text("active")
+    assert api_get(server, "/api/v1/initiatives")["initiatives"][0]["stage"] == "active"
+
+    # Cancelling asks first; saying no changes nothing.
+    page.get_by_label("Stage of Billing revamp").select_option("cancelled")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Change stage of Billing revamp").click()
+    assert api_get(server, "/api/v1/initiatives")["initiatives"][0]["stage"] == "active"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Change stage of Billing revamp").click()
+    wait_until(
+        lambda: api_get(server, "/api/v1/initiatives")["initiatives"][0]["stage"] == "cancelled",
+        what="the initiative to be cancelled",
+    )
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
+
+
+def test_tickets_are_created_and_moved_only_where_the_machine_allows(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    page.get_by_text("New ticket", exact=True).click()
+    page.get_by_label("Key").fill("port-7")  # keys are upper case; the page says so and sends PORT-7
+    page.get_by_label("Initiative").select_option("port")
+    page.get_by_label("Title").fill("Export invoices as CSV")
+    page.get_by_label("Tracker issue id").fill("LIN-7")
+    page.get_by_role("button", name="Create ticket").click()
+    card(page, "agreement", "PORT-7").wait_for()
+    ticket = api_get(server, "/api/v1/tickets/PORT-7")
+    assert (ticket["stage"], ticket["title"]) == ("agreement", "Export invoices as CSV")
+    assert ticket["tracker_issue_id"] == "LIN-7"
+
+    # The menu offers what the machine allows from agreement: queued, and nothing else.
+    card(page, "agreement", "PORT-7").locator("details.menu > summary").click()
+    target = page.locator("#card-agreement-PORT-7-to")
+    assert target.locator("option").all_inner_texts() == ["queued"]
+    page.get_by_label("Then waiting on (PORT-7)").select_option("agent")
+    page.get_by_role("button", name="Move PORT-7").click()
+    card(page, "queued", "PORT-7").wait_for()
+    ticket = api_get(server, "/api/v1/tickets/PORT-7")
+    assert (ticket["stage"], ticket["waiting_on"]) == ("queued", "agent")
+    # Waiting on the agent: it needs someone, and the Needs-you list says so without a reload.
+    page.locator('#needs-you li[data-key="PORT-7"]').wait_for()
+    assert page.evaluate("document.activeElement.closest('li.card').dataset.key") == "PORT-7"
+
+    # Someone else moves it while this page has its menu open: the menu stays, and the stale move is refused
+    # with the service's reason beside it.
+    card(page, "queued", "PORT-7").locator("details.menu > summary").click()
+    assert page.locator("#card-queued-PORT-7-to option").all_inner_texts() == ["execute", "blocked"]
+    api(server, "POST", "/api/v1/tickets/PORT-7/move", {"to": "execute"})
+    page.locator('.column[data-stage="execute"] li.card[data-key="PORT-7"]').wait_for(timeout=LIVE)
+    assert page.locator('.column[data-stage="queued"] details.menu[open]').count() == 1  # still open
+    page.locator("#card-queued-PORT-7-to").select_option("execute")
+    page.locator('.column[data-stage="queued"]').get_by_role("button", name="Move PORT-7").click()
+    problem = page.locator("#card-queued-PORT-7-move-problem")
+    problem.wait_for()
+    assert "cannot move PORT-7 from execute to execute" in problem.inner_text()
+    assert "allowed from execute: queued, ci, blocked" in problem.inner_text()
+    assert api_get(server, "/api/v1/tickets/PORT-7")["stage"] == "execute"
+
+    # A key that is taken is refused beside the form, and nothing is created.
+    page.get_by_label("Key").fill("PORT-7")
+    page.get_by_label("Title").fill("A second PORT-7")
+    page.get_by_role("button", name="Create ticket").click()
+    page.locator("#new-ticket-problem").wait_for()
+    assert "already exists" in page.locator("#new-ticket-problem").inner_text()
+    assert api_get(server, "/api/v1/tickets/PORT-7")["title"] == "Export invoices as CSV"
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
+
+
+def test_the_writing_ticket_offers_no_manual_moves_and_says_so(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    writing = card(page, "execute", "WRITING-DAILY")
+    assert "notify reports alone move WRITING-DAILY" in writing.inner_text()
+    assert writing.locator("summary, button").count() == 0
+    page.goto(server + "/tickets/WRITING-DAILY")
+    assert "notify reports alone move WRITING-DAILY" in page.locator("article").inner_text()
+    assert page.locator("article .actions, article details.menu, article form").count() == 0
+    context.close()
+
+
+def test_moving_a_ticket_with_the_keyboard_alone(chromium, server):
+    context, page = open_page(chromium, server + "/", viewport=PHONE)
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent.trim()") == "Move PORT-2":
+            break
+    else:
+        pytest.fail("the move menu of PORT-2 is not reachable with the keyboard")
+    page.keyboard.press("Enter")  # opens the menu
+    page.keyboard.press("Tab")  # to the target stage: queued, ci or blocked from execute
+    page.keyboard.press("ArrowDown")  # ci
+    page.keyboard.press("Tab")  # waiting on
+    page.keyboard.press("Tab")  # the Move button
+    page.keyboard.press("Enter")
+    card(page, "ci", "PORT-2").wait_for()
+    assert api_get(server, "/api/v1/tickets/PORT-2")["stage"] == "ci"
+    # The focus follows the ticket to its new column.
+    assert page.evaluate("document.activeElement.closest('.column').dataset.stage") == "ci"
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    context.close()
+
+
+def test_a_bay_is_claimed_and_its_release_shows_until_the_steward_is_done(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    assert "No bays yet" in page.locator("#bays").inner_text()
+    page.get_by_label("Bay", exact=True).fill("bay-1")
+    page.locator("#new-bay-ticket").fill("port-2")
+    page.locator("#new-bay-form").get_by_role("button", name="Claim").click()
+    bay = page.locator('li.bay[data-slot="bay-1"]')
+    expect(bay).to_contain_text("held by PORT-2")
+    assert api_get(server, "/api/v1/slots")["slots"][0]["ticket"] == "PORT-2"
+
+    # Another ticket cannot take a held bay: the refusal says who holds it.
+    page.get_by_label("Bay", exact=True).fill("bay-1")
+    page.locator("#new-bay-ticket").fill("PORT-1")
+    page.locator("#new-bay-form").get_by_role("button", name="Claim").click()
+    page.locator("#new-bay-problem").wait_for()
+    assert "held by PORT-2" in page.locator("#new-bay-problem").inner_text()
+
+    # PORT-2 is done: its bay shows a release in progress until the slot steward has wiped it.
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Mark PORT-2 done").click()
+    expect(bay).to_contain_text("release in progress")
+    steward = requests.post(server + "/api/v1/ops/slot-steward", json={}, auth=(USER, PASSWORD), timeout=30)
+    assert steward.json()["released"] == [{"slot": "bay-1", "ticket": "PORT-2"}]
+    expect(bay.locator(".bay-state")).to_have_text("○ free", timeout=LIVE)
+
+    # A free bay is claimed from its own form, with the keyboard.
+    field = page.get_by_label("Ticket for bay bay-1")
+    field.fill("PORT-1")
+    field.press("Enter")
+    expect(bay).to_contain_text("held by PORT-1")
+    assert api_get(server, "/api/v1/slots")["slots"][0]["ticket"] == "PORT-1"
+    assert api_get(server, "/api/v1/tickets/PORT-1")["assigned_slot"] == "bay-1"
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
+
+
+def test_the_wallet_is_set_and_locked_with_a_confirmation(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    page.get_by_label("Budget").fill("400")
+    page.get_by_label("Spent").fill("100")
+    page.get_by_role("button", name="Save budget and spent").click()
+    expect(page.locator("#wallet")).to_contain_text("25.00 %")
+    assert wallet(server) == {"budget": 400.0, "spent": 100.0, "percent_used": 25.0, "locked": False}
+
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Lock the wallet", exact=True).click()
+    assert api_get(server, "/api/v1/wallet")["locked"] is False
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Lock the wallet", exact=True).click()
+    page.get_by_role("button", name="Unlock the wallet", exact=True).wait_for()
+    assert "budget gate fails" in page.locator("#wallet").inner_text()
+    # Locking keeps the budget and the spend as they were.
+    assert wallet(server) == {"budget": 400.0, "spent": 100.0, "percent_used": 25.0, "locked": True}
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Unlock the wallet", exact=True).click()
+    page.get_by_role("button", name="Lock the wallet", exact=True).wait_for()
+    assert api_get(server, "/api/v1/wallet")["locked"] is False
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
+
+
+def test_two_pages_stay_current_without_losing_a_half_filled_form_or_an_open_menu(chromium, server):
+    context_a, mine = open_page(chromium, server + "/")
+    context_b, theirs = open_page(chromium, server + "/")
+    # On the other page, a person is half-way through a new ticket and has PORT-1's menu open.
+    theirs.get_by_text("New ticket", exact=True).click()
+    theirs.get_by_label("Title").fill("Half-written ti")
+    card(theirs, "human_test", "PORT-1").locator("details.menu > summary").click()
+    theirs.locator("#card-human_test-PORT-1-to").select_option("execute")
+
+    # This page moves PORT-2; a notify, a job run and a router decision happen elsewhere.
+    mine.locator('li.card[data-key="PORT-2"]').locator("details.menu > summary").click()
+    mine.locator("#card-execute-PORT-2-to").select_option("blocked")
+    mine.get_by_role("button", name="Move PORT-2").click()
+    card(mine, "blocked", "PORT-2").wait_for()
+    requests.post(
+        server + "/api/v1/agents/writing/notify",
+        json={"status": "STOP_NEED_TOPICS", "missing": 2},
+        headers={"X-Svc-CI-Secret": CI_SECRET},
+        timeout=10,
+    ).raise_for_status()
+    api(server, "POST", "/api/v1/ops/pulse", {"post_to_chat": "never"})
+
+    card(theirs, "blocked", "PORT-2").wait_for(timeout=LIVE)  # the columns
+    theirs.wait_for_function(  # the Needs-you list: the writing ticket now waits on a topic refill
+        "() => document.querySelector('#needs-you [data-key=\"WRITING-DAILY\"]').textContent.includes('topic_refill')",
+        timeout=LIVE,
+    )
+    theirs.wait_for_function(  # the agents strip: the pulse has run
+        "() => !document.querySelector('li[data-agent=\"ops-daily-pulse\"]').textContent.includes('never run')",
+        timeout=LIVE,
+    )
+    assert theirs.get_by_label("Title").input_value() == "Half-written ti"
+    assert theirs.locator('li.card[data-key="PORT-1"] details.menu').evaluate("menu => menu.open") is True
+    assert theirs.locator("#card-human_test-PORT-1-to").input_value() == "execute"
+    assert still_the_same_page(theirs) and not theirs.script_errors
+
+    # The half-written ticket is finished and sent; the first page sees it arrive.
+    theirs.get_by_label("Key").fill("PORT-8")
+    theirs.get_by_label("Title").fill("Half-written title, finished")
+    theirs.get_by_role("button", name="Create ticket").click()
+    card(mine, "agreement", "PORT-8").wait_for(timeout=LIVE)
+    assert still_the_same_page(mine) and not mine.script_errors
+    context_a.close()
+    context_b.close()
+
+
+def test_a_hidden_tab_asks_for_nothing_and_catches_up_when_shown(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    asked = []
+    page.on("request", lambda request: asked.append(request.url) if request.url == server + "/" else None)
+    with page.expect_request(server + "/", timeout=LIVE):
+        pass  # a visible page asks for itself again
+    page.evaluate(
+        """() => {
+        Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }"""
+    )
+    asked.clear()
+    api(server, "POST", "/api/v1/tickets/PORT-2/move", {"to": "ci"})
+    page.wait_for_timeout(5_000)  # more than two of the page's rounds: a visible page would have asked by now
+    assert asked == []
+    assert card(page, "execute", "PORT-2").count() == 1
+    page.evaluate(
+        """() => {
+        Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }"""
+    )
+    card(page, "ci", "PORT-2").wait_for(timeout=LIVE)
+    assert asked
+    context.close()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_every_page_has_no_axe_violations(chromium, server, viewport):
+    requests.post(
+        server + "/api/v1/slots/bay-1/claim", json={"ticket": "PORT-2"}, auth=(USER, PASSWORD), timeout=10
+    ).raise_for_status()
+    context, page = open_page(chromium, server + "/", viewport=viewport)
+    found = {}
+    for path in ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/WRITING-DAILY", "/tickets/NOPE-1"]:
+        page.goto(server + path)
+        found[path] = axe_violations(page)
+    # The board with what the script adds: a menu open, the new-ticket form open, a refusal shown beside it.
+    page.goto(server + "/")
+    page.get_by_text("New ticket", exact=True).click()
+    page.get_by_role("button", name="Create ticket").click()  # no key: the browser asks for it first
+    page.get_by_label("Key").fill("PORT-1")
+    page.get_by_label("Title").fill("A second PORT-1")
+    page.get_by_role("button", name="Create ticket").click()
+    page.locator("#new-ticket-problem").wait_for()
+    card(page, "execute", "PORT-2").locator("details.menu > summary").click()
+    found["/ (in use)"] = axe_violations(page)
+    assert found == {path: [] for path in found}
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    context.close()
+
+
+def test_a_page_whose_credentials_are_refused_stops_asking_and_says_so(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    asked = []
+    # The service now refuses this browser's credentials (say, SVC_BASIC_AUTH changed and it restarted):
+    # asking on would only pile up failed sign-ins against this address.
+    page.route(server + "/", lambda route: (asked.append(1), route.fulfill(status=401, body="{}")))
+    note = page.locator("#live-stopped")
+    expect(note).to_contain_text("Reload it to sign in again", timeout=LIVE)
+    assert len(asked) == 1
+    page.wait_for_timeout(5_000)  # more than two rounds
+    assert len(asked) == 1
+    context.close()
+
+
+def test_the_decisions_page_shows_a_new_decision_without_a_reload(chromium, server):
+    context, page = open_page(chromium, server + "/decisions")
+    assert page.locator("li.decision").count() == 0
+    envelope = {
+        "schema": "svc.normalized-event/v0",
+        "id": "poller:PORT-2:live",
+        "occurred_at": "2026-11-20T10:00:00Z",
+        "source": "poller",
+        "transition": {"kind": "dispatch_requested", "from": None, "to": "queued"},
+        "subject": {"type": "ticket", "id": "PORT-2"},
+        "actor": {"kind": "system", "id": "svc:poller"},
+        "dispatch_hints": {"eligible_for_worker": True, "suggested_role": "coder"},
+    }
+    accepted = requests.post(
+        server + "/api/v1/events", json=envelope, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=10
+    )
+    assert accepted.status_code == 202, accepted.text
+    expect(page.locator('li.decision[data-subject="PORT-2"]')).to_have_count(1, timeout=LIVE)
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_viewers_pages_have_no_axe_violations(chromium, server, viewport, tmp_path, database_url):
+    # A viewer's pages differ: no controls, the automation's state in words, "can look, not change" in the header.
+    added = svc_user(tmp_path, database_url, "add", "vera", "--role", "viewer", password="vera-password-1")
+    assert added.returncode == 0, added.stderr
+    context = chromium.new_context(
+        http_credentials={"username": "vera", "password": "vera-password-1"}, viewport=viewport
+    )
+    page = context.new_page()
+    found = {}
+    for path in ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/NOPE-1"]:
+        page.goto(server + path)
+        assert "can look, not change" in page.locator(".signed-in").inner_text(), path
+        found[path] = axe_violations(page)
+    assert found == {path: [] for path in found}
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    context.close()
