@@ -39,6 +39,10 @@ def test_the_user_commands_with_the_password_piped_in(tmp_path, database_url):
         (("add", "Carol Smith", "--role", "viewer"), "carol-password", "cannot be an account name"),
         (("add", "ci", "--role", "viewer"), "carol-password", "built-in credentials"),
         (("add", "admin", "--role", "viewer"), "carol-password", "built-in credentials"),  # the bootstrap user
+        # A name that would read as a machine's or the bootstrap user's once its trailing line break is lost in a
+        # page or a terminal ("by ci").
+        (("add", "ci\n", "--role", "operator"), "carol-password", "cannot be an account name"),
+        (("add", "admin\n", "--role", "operator"), "carol-password", "cannot be an account name"),
         (("passwd", "carol"), "carol-password", "no account called 'carol'"),
         (("role", "carol", "operator"), None, "no account called 'carol'"),
         (("remove", "carol"), None, "no account called 'carol'"),
