@@ -361,3 +361,15 @@ def test_a_flood_of_wrong_passwords_is_answered_at_once_instead_of_queueing_for_
             thread.join(timeout=60)
     assert sorted(a.status_code for _, a in answers) == [401] * CHECKS_ADMITTED + [429] * (flood - CHECKS_ADMITTED)
     assert held.verified == (1 if same else CHECKS_ADMITTED)
+
+
+def test_an_unknown_name_costs_an_argon2_check_like_a_wrong_password(app, held):
+    """Otherwise the time an answer takes tells which names have accounts."""
+    from svc import accounts
+
+    accounts.add("olga", "operator", "olga-password-1")
+    held.verified = 0
+    assert accounts.check("olga", "not-her-password") is None
+    assert accounts.check("nobody", "not-her-password") is None
+    assert accounts.check("Not A Name", "not-her-password") is None
+    assert held.verified == 3
