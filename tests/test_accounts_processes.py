@@ -153,3 +153,16 @@ def stored_hashes(database_url: str) -> list[str]:
             return [a.password_hash for a in Account.select().order_by(Account.name)]
     finally:
         database.close_all() if hasattr(database, "close_all") else database.close()
+
+
+def test_the_user_commands_say_plainly_when_the_database_cannot_be_used(tmp_path):
+    (tmp_path / "a-directory").mkdir()
+    for database_url, described in [
+        ("postgresql://svc@127.0.0.1:1/svc", "PostgreSQL at 127.0.0.1:1/svc"),  # nothing listens on port 1
+        (f"sqlite:///{tmp_path / 'a-directory'}", f"SQLite at {tmp_path / 'a-directory'}"),
+    ]:
+        for args, password in [(("list",), None), (("add", "alice", "--role", "viewer"), "alice-password-1")]:
+            failed = svc_user(tmp_path, database_url, *args, password=password)
+            assert failed.returncode == 1, (database_url, args, failed.stdout, failed.stderr)
+            assert failed.stderr.startswith(f"svc user: cannot use the database ({described}): "), failed.stderr
+            assert "Traceback" not in failed.stderr and "alice-password-1" not in failed.stderr
