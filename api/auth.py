@@ -176,10 +176,12 @@ class PeopleCredentials:
         if entry is not None:
             if self.monotonic() - entry.checked_at < self.recheck:
                 return entry.identity
-            entry = self._recheck(key, entry)
-            if entry is not None:
-                return entry.identity
-        return self._check(key, given)
+            renewed = self._recheck(key, entry)
+            if renewed is not None:
+                return renewed.identity
+        # Still remembered (its account unchanged) but due for argon2id anew: only people who have these credentials
+        # get here, so they wait for the check like before rather than take one of the places a flood can fill.
+        return self._check(key, given, known=key in self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -191,16 +193,18 @@ class PeopleCredentials:
 
     def _recheck(self, key: bytes, entry: _Remembered) -> _Remembered | None:
         now = self.monotonic()
-        account = accounts.current(entry.identity.actor) if now - entry.verified_at < self.remember else None
+        account = accounts.current(entry.identity.actor)
         if account is None or not equal(account.password_hash, entry.password_hash):
             self._forget(key)
             return None
+        if now - entry.verified_at >= self.remember:
+            return None  # kept until the password is checked anew
         renewed = replace(entry, identity=replace(entry.identity, role=account.role), checked_at=now)
         with self._lock:  # never beside an eviction walking the table
             self._entries[key] = renewed
         return renewed
 
-    def _check(self, key: bytes, given: bytes) -> Identity | None:
+    def _check(self, key: bytes, given: bytes, *, known: bool = False) -> Identity | None:
         name, sep, password = given.partition(b":")
         try:
             name_text, password_text = name.decode(), password.decode()
@@ -208,6 +212,8 @@ class PeopleCredentials:
             return None
         if not sep or not name_text or not password_text:
             return None
+        if known:
+            return self._check_admitted(key, name_text, password_text)
         # Waiting for a check holds a server thread, whether for this request's own or for the same credentials'.
         if not self._admitted.acquire(blocking=False):
             raise _too_many_checks()
@@ -244,6 +250,7 @@ class PeopleCredentials:
             return entry.identity
         person = accounts.check(name, password)
         if person is None:
+            self._forget(key)
             return None
         now = self.monotonic()
         identity = Identity(BASIC, person.name, person.role)

@@ -373,3 +373,37 @@ def test_an_unknown_name_costs_an_argon2_check_like_a_wrong_password(app, held):
     assert accounts.check("nobody", "not-her-password") is None
     assert accounts.check("Not A Name", "not-her-password") is None
     assert held.verified == 3
+
+
+def test_remembered_credentials_due_for_their_next_argon2_check_wait_for_it_even_when_a_flood_took_every_place(
+    app_factory, config, ticks, held
+):
+    """Once a minute a remembered account's password is checked anew; a flood of wrong passwords must not turn that
+    into a 429 for every request the person's script has in flight."""
+    from svc import accounts
+
+    people = PeopleCredentials(monotonic=ticks)
+    app = app_factory(config, people=people)
+    accounts.add("olga", "operator", "olga-password-1")
+    olga = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
+    assert olga.get("/api/v1/wallet").status_code == 200
+    held.go.clear()
+    held.verified = 0
+    flood = [ApiClient(app, basic=f"olga:wrong-{n}", ci_secret=CI_SECRET) for n in range(CHECKS_ADMITTED + 1)]
+    assert all(c.document for c in flood) and olga.document
+    calls = [lambda c=c, n=n: c.get("/api/v1/wallet", remote_addr=f"10.0.2.{n + 1}") for n, c in enumerate(flood)]
+    answers, threads = _in_threads(calls)
+    try:
+        wait_until(lambda: len(answers) == 1, timeout=30, what="every place taken")
+        assert answers[0][1].status_code == 429
+        ticks.now += REMEMBER_SECONDS
+        # Her script's requests in flight, each from the same credentials, all due for the next check at once.
+        hers, her_threads = _in_threads([lambda: olga.get("/api/v1/wallet") for _ in range(CHECKS_ADMITTED + 2)])
+        threads += her_threads
+        wait_until(lambda: people.waiting() == CHECKS_ADMITTED + 1, timeout=30, what="her requests waiting")
+        assert hers == []  # none was refused while the flood's checks held every place
+    finally:
+        held.go.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert [a.status_code for _, a in hers] == [200] * (CHECKS_ADMITTED + 2)
