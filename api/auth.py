@@ -47,6 +47,11 @@ WINDOW = 60.0
 REMEMBER_SECONDS = 60.0
 RECHECK_SECONDS = 2.0
 MAX_REMEMBERED = 10_000
+# At most this many requests wait for a password check in a process, their own or the same credentials' (and
+# accounts.CONCURRENT_CHECKS checks run at once). Another request with credentials not remembered is answered 429 at
+# once: a request waiting for argon2 holds a server thread, and a flood of wrong passwords from many addresses would
+# otherwise hold every thread and stall even the requests whose credentials are remembered.
+CHECKS_ADMITTED = 4
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,26 @@ class _Remembered:
     checked_at: float  # when the account's row was last compared
 
 
+class _Pending:
+    """A check of one set of credentials under way: requests with the same ones wait for its answer."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.answered = False
+        self.identity: Identity | None = None
+        self.waiting = 0
+
+
+def _too_many_checks() -> Problem:
+    """Not a failure of the credentials (nothing is counted): this process cannot check them just now."""
+    return Problem(
+        429,
+        "too-many-requests",
+        "too many sign-ins are being checked right now; retry in a second",
+        headers={"Retry-After": "1"},
+    )
+
+
 class PeopleCredentials:
     """People's basic credentials: checked against their account (argon2id, slow on purpose) once, then
     remembered by this process.
@@ -141,8 +166,10 @@ class PeopleCredentials:
         self._key = secrets.token_bytes(32)
         self._entries: dict[bytes, _Remembered] = {}
         self._lock = threading.Lock()
-        # One check at a time per credentials: a page's parallel requests wait for the first one's answer.
-        self._checking: dict[bytes, threading.Lock] = {}
+        self._admitted = threading.BoundedSemaphore(CHECKS_ADMITTED)
+        # One check at a time per credentials: a page's parallel requests (or a flood of one wrong password) wait
+        # for the first one's answer instead of each running argon2 in turn.
+        self._checking: dict[bytes, _Pending] = {}
 
     def identify(self, given: bytes) -> Identity | None:
         """The person whose `name:password` these are, or None."""
@@ -151,26 +178,35 @@ class PeopleCredentials:
         if entry is not None:
             if self.monotonic() - entry.checked_at < self.recheck:
                 return entry.identity
-            entry = self._recheck(key, entry)
-            if entry is not None:
-                return entry.identity
-        return self._check(key, given)
+            renewed = self._recheck(key, entry)
+            if renewed is not None:
+                return renewed.identity
+        # Still remembered (its account unchanged) but due for argon2id anew: only people who have these credentials
+        # get here, so they wait for the check like before rather than take one of the places a flood can fill.
+        return self._check(key, given, known=key in self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    def waiting(self) -> int:
+        """How many requests wait for the answer of a check of the same credentials."""
+        with self._lock:
+            return sum(pending.waiting for pending in self._checking.values())
+
     def _recheck(self, key: bytes, entry: _Remembered) -> _Remembered | None:
         now = self.monotonic()
-        account = accounts.current(entry.identity.actor) if now - entry.verified_at < self.remember else None
+        account = accounts.current(entry.identity.actor)
         if account is None or not equal(account.password_hash, entry.password_hash):
             self._forget(key)
             return None
+        if now - entry.verified_at >= self.remember:
+            return None  # kept until the password is checked anew
         renewed = replace(entry, identity=replace(entry.identity, role=account.role), checked_at=now)
         with self._lock:  # never beside an eviction walking the table
             self._entries[key] = renewed
         return renewed
 
-    def _check(self, key: bytes, given: bytes) -> Identity | None:
+    def _check(self, key: bytes, given: bytes, *, known: bool = False) -> Identity | None:
         name, sep, password = given.partition(b":")
         try:
             name_text, password_text = name.decode(), password.decode()
@@ -178,23 +214,50 @@ class PeopleCredentials:
             return None
         if not sep or not name_text or not password_text:
             return None
-        with self._lock:
-            gate = self._checking.setdefault(key, threading.Lock())
+        if known:
+            return self._check_admitted(key, name_text, password_text)
+        # Waiting for a check holds a server thread, whether for this request's own or for the same credentials'.
+        if not self._admitted.acquire(blocking=False):
+            raise _too_many_checks()
         try:
-            with gate:
-                entry = self._entries.get(key)  # checked by another request while this one waited
-                if entry is not None and self.monotonic() - entry.checked_at < self.recheck:
-                    return entry.identity
-                person = accounts.check(name_text, password_text)
-                if person is None:
-                    return None
-                now = self.monotonic()
-                identity = Identity(BASIC, person.name, person.role)
-                self._remember(key, _Remembered(identity, person.password_hash, verified_at=now, checked_at=now))
-                return identity
+            return self._check_admitted(key, name_text, password_text)
+        finally:
+            self._admitted.release()
+
+    def _check_admitted(self, key: bytes, name: str, password: str) -> Identity | None:
+        with self._lock:
+            pending = self._checking.get(key)
+            first = pending is None
+            if first:
+                pending = self._checking[key] = _Pending()
+            else:
+                pending.waiting += 1
+        if not first:
+            pending.done.wait()
+            if not pending.answered:  # the check failed (the database, say): this request cannot be answered either
+                raise _too_many_checks()
+            return pending.identity
+        try:
+            pending.identity = self._check_now(key, name, password)
+            pending.answered = True
+            return pending.identity
         finally:
             with self._lock:
                 self._checking.pop(key, None)
+            pending.done.set()
+
+    def _check_now(self, key: bytes, name: str, password: str) -> Identity | None:
+        entry = self._entries.get(key)  # checked by a request that finished while this one started
+        if entry is not None and self.monotonic() - entry.checked_at < self.recheck:
+            return entry.identity
+        person = accounts.check(name, password)
+        if person is None:
+            self._forget(key)
+            return None
+        now = self.monotonic()
+        identity = Identity(BASIC, person.name, person.role)
+        self._remember(key, _Remembered(identity, person.password_hash, verified_at=now, checked_at=now))
+        return identity
 
     def _remember(self, key: bytes, entry: _Remembered) -> None:
         with self._lock:

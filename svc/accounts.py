@@ -31,7 +31,8 @@ ROLE_MEANING = {
 }
 MIN_PASSWORD = 8  # as for SVC_BASIC_AUTH
 MAX_PASSWORD = 1024  # argon2 takes any length; a bound keeps a hostile header from costing more than a hash
-NAME = re.compile(r"^[a-z0-9][a-z0-9._@-]{0,63}$")
+# Matched whole (fullmatch): "$" would also accept a trailing line break, and "ci\n" reads as "ci" on a page.
+NAME = re.compile(r"[a-z0-9][a-z0-9._@-]{0,63}")
 # Timelines name machines by these actors (api/auth.py): a person called "ci" would read as the CI secret.
 MACHINE_ACTORS = frozenset({"anonymous", "ci", "github", "gitlab", "linear"})
 # At most this many password checks run at once in a process: each holds 64 MiB for its tens of milliseconds.
@@ -57,7 +58,7 @@ class Person:
 
 
 def check_name(name: str, *, reserved: frozenset[str] = frozenset()) -> None:
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):
         raise AccountRefused(
             f"{name!r} cannot be an account name: use 1 to 64 lower-case letters, digits and . _ @ -, "
             "starting with a letter or digit"
@@ -148,7 +149,7 @@ def current(name: str) -> Account | None:
 def check(name: str, password: str) -> Person | None:
     """The account whose name and password these are, or None. Slow (argon2id) whatever the answer: an unknown
     name is checked against a decoy hash, so the time taken does not tell which names exist."""
-    account = current(name) if NAME.match(name) else None
+    account = current(name) if NAME.fullmatch(name) else None
     if len(password) > MAX_PASSWORD:
         return None
     with _checking:

@@ -239,16 +239,18 @@ def outbox_view(args: argparse.Namespace) -> int:
 def user(args: argparse.Namespace) -> int:
     """People's accounts: add, passwd, role, remove, list. A password is read from a prompt, or from standard
     input when that is not a terminal (so scripts can pipe it), never from the command line."""
+    from peewee import InterfaceError, OperationalError
+
     from storage import db, migrations
     from svc import accounts
     from svc.errors import Conflict, DomainError, NotFound
 
     config = load_config()
-    db.bind(db.open_database(config.database_url))
-    migrations.migrate()
     bootstrap = _bootstrap_user(config)
     reserved = frozenset({bootstrap}) if bootstrap else frozenset()
     try:
+        db.bind(db.open_database(config.database_url))
+        migrations.migrate()
         if args.action == "add":
             # Everything that can be refused is refused before the password is asked for.
             accounts.check_name(args.name, reserved=reserved)
@@ -274,6 +276,11 @@ def user(args: argparse.Namespace) -> int:
         return 1
     except DomainError as exc:
         print(f"svc user: {exc}", file=sys.stderr)
+        return 1
+    except (OperationalError, InterfaceError) as exc:
+        # A person typing the command gets the reason, not a traceback (its first line: never a query's values).
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"svc user: cannot use the database ({_describe_db(config.database_url)}): {reason}", file=sys.stderr)
         return 1
     return 0
 

@@ -39,6 +39,10 @@ def test_the_user_commands_with_the_password_piped_in(tmp_path, database_url):
         (("add", "Carol Smith", "--role", "viewer"), "carol-password", "cannot be an account name"),
         (("add", "ci", "--role", "viewer"), "carol-password", "built-in credentials"),
         (("add", "admin", "--role", "viewer"), "carol-password", "built-in credentials"),  # the bootstrap user
+        # A name that would read as a machine's or the bootstrap user's once its trailing line break is lost in a
+        # page or a terminal ("by ci").
+        (("add", "ci\n", "--role", "operator"), "carol-password", "cannot be an account name"),
+        (("add", "admin\n", "--role", "operator"), "carol-password", "cannot be an account name"),
         (("passwd", "carol"), "carol-password", "no account called 'carol'"),
         (("role", "carol", "operator"), None, "no account called 'carol'"),
         (("remove", "carol"), None, "no account called 'carol'"),
@@ -149,3 +153,16 @@ def stored_hashes(database_url: str) -> list[str]:
             return [a.password_hash for a in Account.select().order_by(Account.name)]
     finally:
         database.close_all() if hasattr(database, "close_all") else database.close()
+
+
+def test_the_user_commands_say_plainly_when_the_database_cannot_be_used(tmp_path):
+    (tmp_path / "a-directory").mkdir()
+    for database_url, described in [
+        ("postgresql://svc@127.0.0.1:1/svc", "PostgreSQL at 127.0.0.1:1/svc"),  # nothing listens on port 1
+        (f"sqlite:///{tmp_path / 'a-directory'}", f"SQLite at {tmp_path / 'a-directory'}"),
+    ]:
+        for args, password in [(("list",), None), (("add", "alice", "--role", "viewer"), "alice-password-1")]:
+            failed = svc_user(tmp_path, database_url, *args, password=password)
+            assert failed.returncode == 1, (database_url, args, failed.stdout, failed.stderr)
+            assert failed.stderr.startswith(f"svc user: cannot use the database ({described}): "), failed.stderr
+            assert "Traceback" not in failed.stderr and "alice-password-1" not in failed.stderr

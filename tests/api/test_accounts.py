@@ -7,13 +7,16 @@ from __future__ import annotations
 import base64
 import itertools
 import re
+import threading
 
 import pytest
 
-from api.auth import RECHECK_SECONDS, REMEMBER_SECONDS, FailedCredentials, PeopleCredentials
+from api.auth import CHECKS_ADMITTED, RECHECK_SECONDS, REMEMBER_SECONDS, FailedCredentials, PeopleCredentials
 from api.operations import changes_something
+from svc.accounts import CONCURRENT_CHECKS
 
 from conftest import BASIC, CI_SECRET
+from processes import wait_until
 from testclient import ApiClient
 
 VIEWER = ("vera", "vera-password-1")
@@ -266,6 +269,7 @@ def test_a_wrong_account_password_counts_toward_the_lockout(app_factory, config,
     app = app_factory(config, failures=failures, people=PeopleCredentials(monotonic=ticks))
     accounts.add("olga", "operator", "olga-password-1")
     wrong = ApiClient(app, basic="olga:not-her-password", ci_secret=CI_SECRET)
+    assert wrong.document
     right = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
     for _ in range(10):
         assert wrong.get("/api/v1/wallet").status_code == 401
@@ -273,3 +277,133 @@ def test_a_wrong_account_password_counts_toward_the_lockout(app_factory, config,
     assert locked.status_code == 429 and 1 <= int(locked.headers["retry-after"]) <= 60
     ticks.now += 61
     assert right.get("/api/v1/wallet").status_code == 200
+
+
+class HeldHasher:
+    """argon2-cffi's own hasher, whose checks wait until the test lets them finish: a password check as slow as the
+    test needs, so what happens to the requests behind it can be watched."""
+
+    def __init__(self, real):
+        self.real = real
+        self.go = threading.Event()
+        self.go.set()
+        self._lock = threading.Lock()
+        self.verified = 0
+
+    def hash(self, password: str) -> str:
+        return self.real.hash(password)
+
+    def verify(self, password_hash: str, password: str) -> bool:
+        with self._lock:
+            self.verified += 1
+        assert self.go.wait(timeout=60), "the test never let the check finish"
+        return self.real.verify(password_hash, password)
+
+
+@pytest.fixture
+def held(monkeypatch):
+    from svc import accounts
+
+    hasher = HeldHasher(accounts._hasher)
+    monkeypatch.setattr(accounts, "_hasher", hasher)
+    return hasher
+
+
+def _in_threads(calls) -> tuple[list, list[threading.Thread]]:
+    """Start each call in its own thread; the list fills with (index, answer) as they come back."""
+    answers: list = []
+
+    def run(i, call):
+        answers.append((i, call()))
+
+    threads = [threading.Thread(target=run, args=(i, call), daemon=True) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    return answers, threads
+
+
+@pytest.mark.parametrize("passwords", ["one wrong password each", "the same wrong password"])
+def test_a_flood_of_wrong_passwords_is_answered_at_once_instead_of_queueing_for_argon2(
+    app_factory, config, ticks, held, passwords
+):
+    """Each request waiting for a password check holds a server thread, one fewer for everyone else: with every
+    place taken, further credentials that are not remembered get 429 at once (not counted as a failure), and
+    remembered credentials still go through. Requests with the same credentials share one check."""
+    from svc import accounts
+
+    people = PeopleCredentials(monotonic=ticks)
+    app = app_factory(config, people=people)
+    accounts.add("olga", "operator", "olga-password-1")
+    olga = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
+    assert olga.get("/api/v1/wallet").status_code == 200  # remembered from here on
+    held.go.clear()
+    held.verified = 0
+    same = passwords == "the same wrong password"
+    flood = 8  # twice the places, and within the database pool a request's connection comes from
+    # Every request from its own address, so no address reaches the lockout: a botnet's flood.
+    clients = [ApiClient(app, basic=f"olga:wrong-{0 if same else n}", ci_secret=CI_SECRET) for n in range(flood)]
+    assert all(c.document for c in clients)  # each client reads the API's document before the flood, not in it
+    calls = [lambda c=c, n=n: c.get("/api/v1/wallet", remote_addr=f"10.0.0.{n + 1}") for n, c in enumerate(clients)]
+    answers, threads = _in_threads(calls)
+    try:
+        wait_until(lambda: len(answers) == flood - CHECKS_ADMITTED, timeout=30, what="the flood's answers")
+        assert all(a.status_code == 429 and a.headers["retry-after"] == "1" for _, a in answers), answers
+        assert all(a.json["type"].endswith("/too-many-requests") for _, a in answers)
+        assert olga.get("/api/v1/wallet").status_code == 200  # while the checks are still under way
+        if same:  # one request checks, the others wait for its answer instead of each running argon2 in turn
+            wait_until(lambda: people.waiting() == CHECKS_ADMITTED - 1, timeout=30, what="the others waiting")
+            assert held.verified == 1
+        else:  # argon2 runs two at a time; two more wait their turn
+            wait_until(lambda: held.verified == CONCURRENT_CHECKS, timeout=30, what="two checks under way")
+    finally:
+        held.go.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert sorted(a.status_code for _, a in answers) == [401] * CHECKS_ADMITTED + [429] * (flood - CHECKS_ADMITTED)
+    assert held.verified == (1 if same else CHECKS_ADMITTED)
+
+
+def test_an_unknown_name_costs_an_argon2_check_like_a_wrong_password(app, held):
+    """Otherwise the time an answer takes tells which names have accounts."""
+    from svc import accounts
+
+    accounts.add("olga", "operator", "olga-password-1")
+    held.verified = 0
+    assert accounts.check("olga", "not-her-password") is None
+    assert accounts.check("nobody", "not-her-password") is None
+    assert accounts.check("Not A Name", "not-her-password") is None
+    assert held.verified == 3
+
+
+def test_remembered_credentials_due_for_their_next_argon2_check_wait_for_it_even_when_a_flood_took_every_place(
+    app_factory, config, ticks, held
+):
+    """Once a minute a remembered account's password is checked anew; a flood of wrong passwords must not turn that
+    into a 429 for every request the person's script has in flight."""
+    from svc import accounts
+
+    people = PeopleCredentials(monotonic=ticks)
+    app = app_factory(config, people=people)
+    accounts.add("olga", "operator", "olga-password-1")
+    olga = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
+    assert olga.get("/api/v1/wallet").status_code == 200
+    held.go.clear()
+    held.verified = 0
+    flood = [ApiClient(app, basic=f"olga:wrong-{n}", ci_secret=CI_SECRET) for n in range(CHECKS_ADMITTED + 1)]
+    assert all(c.document for c in flood) and olga.document
+    calls = [lambda c=c, n=n: c.get("/api/v1/wallet", remote_addr=f"10.0.2.{n + 1}") for n, c in enumerate(flood)]
+    answers, threads = _in_threads(calls)
+    try:
+        wait_until(lambda: len(answers) == 1, timeout=30, what="every place taken")
+        assert answers[0][1].status_code == 429
+        ticks.now += REMEMBER_SECONDS
+        # Her script's requests in flight, each from the same credentials, all due for the next check at once.
+        hers, her_threads = _in_threads([lambda: olga.get("/api/v1/wallet") for _ in range(CHECKS_ADMITTED + 2)])
+        threads += her_threads
+        wait_until(lambda: people.waiting() == CHECKS_ADMITTED + 1, timeout=30, what="her requests waiting")
+        assert hers == []  # none was refused while the flood's checks held every place
+    finally:
+        held.go.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert [a.status_code for _, a in hers] == [200] * (CHECKS_ADMITTED + 2)
