@@ -16,6 +16,7 @@ from jobs.ops import OpsAgents
 from jobs.process import heartbeat_age
 from jobs.router.board_events import queue_for_router
 from jobs.router.shadow import ShadowRouter
+from machines import writing as writing_machine
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
@@ -61,6 +62,7 @@ def create_app(
     storage_db.bind(database)
     if migrate:
         migrations.migrate()
+    writing_machine.transitions()  # derived from the machine now, not on the first notify
 
     # The router hears every stage change (queued through the outbox, so a change stays one insert dearer).
     board = Board(config, clock, stage_listeners=(queue_for_router, *stage_listeners))
