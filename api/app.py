@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import falcon
 
-from api import errors
+from api import errors, media
 from api.auth import Authenticator, FailedCredentials
 from api.metrics import Metrics
 from api.middleware import DatabaseConnection, Guard, RequestContext
@@ -81,6 +81,7 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.auto_parse_qs_csv = False
     app.resp_options.secure_cookies_by_default = True
+    media.register(app)
     errors.register(app)
 
     for module in ROUTE_MODULES:

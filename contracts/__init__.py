@@ -143,7 +143,12 @@ def compiled(name: str) -> jsonschema_rs.Draft202012Validator:
 
 def conforms(name: str, document: Any) -> bool:
     """The fast validator's verdict alone: the hot path's yes/no. It never changes the document."""
-    return compiled(name).is_valid(document)
+    try:
+        return compiled(name).is_valid(document)
+    except UnicodeEncodeError:
+        # A string with a lone surrogate (JSON's "\\ud800") cannot cross into Rust; the API refuses such bodies
+        # before validation (api/body.py), but a file given to `svc validate` may hold one.
+        return validator(name).is_valid(document)
 
 
 @functools.cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import orjson
 from peewee import (
     BigAutoField,
     BooleanField,
@@ -36,12 +37,19 @@ class UTCDateTimeField(DateTimeField):
 
 
 class JSONTextField(TextField):
-    """JSON kept as text: the same bytes on SQLite and PostgreSQL, never queried into."""
+    """JSON kept as text: the same bytes on SQLite and PostgreSQL, never queried into.
+
+    Written by orjson (rows are written on every request); by json for what orjson refuses (an integer beyond
+    64 bits, a lone surrogate, a key that is not a string). Read by json, which keeps big integers exact.
+    """
 
     def db_value(self, value):
         if value is None:
             return None
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
     def python_value(self, value):
         if value is None:

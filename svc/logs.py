@@ -12,6 +12,8 @@ import sys
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+import orjson
+
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
@@ -19,8 +21,8 @@ class JSONFormatter(logging.Formatter):
     def __init__(self, secrets: tuple[str, ...] = ()):
         super().__init__()
         # The line is redacted after JSON encoding, where a secret with a quote, a backslash or non-ASCII
-        # characters appears escaped: look for that form too.
-        escaped = (json.dumps(s)[1:-1] for s in secrets if s)
+        # characters appears escaped: look for those forms too (orjson's, and json's for what orjson refuses).
+        escaped = [json.dumps(s)[1:-1] for s in secrets if s] + [_orjson_text(s)[1:-1] for s in secrets if s]
         self.secrets = tuple(dict.fromkeys([*(s for s in secrets if s), *escaped]))
 
     def format(self, record: logging.LogRecord) -> str:
@@ -35,12 +37,20 @@ class JSONFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
-        return self.redact(json.dumps(entry, default=str))
+        return self.redact(_orjson_text(entry))
 
     def redact(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "[redacted]")
         return text
+
+
+def _orjson_text(value) -> str:
+    """One JSON line, by orjson (every request writes one); by json for what orjson refuses (a lone surrogate)."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:
+        return json.dumps(value, default=str)
 
 
 def configure(level: str = "INFO", *, secrets: tuple[str, ...] = (), stream=None) -> None:

@@ -197,3 +197,10 @@ def test_the_fast_engine_enforces_each_probed_keyword_as_the_reference_does(keyw
     reference = Draft202012Validator(schema, format_checker=contracts.format_checker())
     assert (fast.is_valid(refused), reference.is_valid(refused)) == (False, False)
     assert (fast.is_valid(accepted), reference.is_valid(accepted)) == (True, True)
+
+
+def test_a_lone_surrogate_the_fast_engine_cannot_take_is_judged_by_the_reference():
+    # `svc validate` may read such a string from a file (the API refuses it before validation).
+    assert contracts.conforms("writing-notify.json", {"status": "FAIL_QA", "items": [{"title": "a\ud800"}]})
+    assert not contracts.conforms("writing-notify.json", {"status": "FAIL_\ud800"})
+    assert [v.path for v in contracts.violations("writing-notify.json", {"status": "FAIL_\ud800"})] == ["/status"]
