@@ -180,9 +180,10 @@ class GroupCommit:
             self.database.connect(reuse_if_open=True)
             with _sqlite_writer, self.database.atomic():
                 for fn, done in batch:
+                    # Each unit writes inside its own `transaction()`, a savepoint here: a failing unit has
+                    # taken back only itself by the time its exception arrives.
                     try:
-                        with self.database.atomic():  # a savepoint: a failing unit takes only itself back
-                            outcomes.append((done, fn(), None))
+                        outcomes.append((done, fn(), None))
                     except BaseException as exc:  # handed to the caller, who raises it
                         if not self.database.connection().in_transaction:
                             # SQLite ended the whole transaction itself (disk full, I/O error): the units before
@@ -223,7 +224,8 @@ def _stop_group_commit() -> None:
 
 
 def write(fn: Callable[[], T]) -> T:
-    """Run `fn`, a unit of work that opens its own `transaction()`, and return its result once committed.
+    """Run `fn`, a unit of work that writes only inside its own `transaction()`, and return its result once
+    committed.
 
     On SQLite, concurrent callers share commits: `fn` runs on the writer thread inside the group's transaction,
     where its own `transaction()` is a savepoint (see `GroupCommit`). On PostgreSQL, which groups commits itself,
