@@ -25,8 +25,10 @@ class UTCDateTimeField(DateTimeField):
     """Aware UTC datetimes in Python, naive UTC in the database (portable across SQLite and PostgreSQL)."""
 
     def db_value(self, value):
-        if isinstance(value, datetime) and value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
+        if isinstance(value, datetime):  # the common case, on every row written: no conversion beyond this
+            if value.tzinfo is not None:
+                value = (value if value.tzinfo is UTC else value.astimezone(UTC)).replace(tzinfo=None)
+            return value
         return super().db_value(value)
 
     def python_value(self, value):
