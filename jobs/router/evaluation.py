@@ -13,7 +13,7 @@ from jobs.router.rules import first_match
 WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED = "would_dispatch", "blocked", "no_action", "rejected"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Evaluation:
     outcome: str
     role: str | None
@@ -28,11 +28,16 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
     """
     subject = envelope["subject"]
     ticket = view.ticket(subject["id"]) if subject["type"] == "ticket" else None
-    given = GateInput(envelope=envelope, ticket=ticket, view=view, policy=policy, now=now)
-    results = [gate(given).as_dict() for gate in GATES]
+    given = GateInput(envelope, ticket, view, policy, now)
+    results = []
+    passed = True
+    for gate in GATES:
+        result = gate(given)
+        passed = passed and result.passed
+        results.append(result.as_dict())
     rule = first_match(envelope)
     role = rule.role if rule is not None else None
-    if not all(r["passed"] for r in results):
+    if not passed:
         outcome = BLOCKED
     elif role is not None:
         outcome = WOULD_DISPATCH
