@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from jobs.router.shadow import OUTCOMES
 from jobs.schedules import AGENT_IDS
@@ -30,8 +29,8 @@ from storage import metrics as queries
 from storage.db import connection
 from svc.clock import Clock
 
-# The classic text format (0.0.4), which every Prometheus reads.
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+# The classic text format (0.0.4) that `generate_latest` writes, which every Prometheus reads.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Prometheus's default buckets, in seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
