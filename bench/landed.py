@@ -8,6 +8,8 @@ the number of connections, never fall short of them.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness import Load
@@ -41,6 +43,19 @@ class Check:
     text: str
 
 
+def _settled(count: Callable[[], tuple[int, ...]], *, timeout: float = 10.0) -> tuple[int, ...]:
+    """The counts once the requests in flight when the load stopped have landed: two reads 0.2 s apart agree."""
+    deadline = time.monotonic() + timeout
+    before = count()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = count()
+        if now == before:
+            return now
+        before = now
+    return before
+
+
 def _in_flight(landed: int, acknowledged: int, connections: int) -> tuple[bool, str]:
     extra = landed - acknowledged
     if extra < 0:
@@ -52,17 +67,18 @@ def _in_flight(landed: int, acknowledged: int, connections: int) -> tuple[bool, 
 
 def notify(load: Load, before: Mark, connections: int = 16) -> Check:
     """Each 200 is one writing-daily run and one receipt on WRITING-DAILY."""
-    with storage_db.connection():
-        runs = AgentRun.select().where((AgentRun.id > before.run_id) & (AgentRun.agent_id == "writing-daily")).count()
-        receipts = (
-            TimelineEntry.select()
-            .where(
+
+    def count() -> tuple[int, ...]:
+        with storage_db.connection():
+            runs = AgentRun.select().where((AgentRun.id > before.run_id) & (AgentRun.agent_id == "writing-daily"))
+            receipts = TimelineEntry.select().where(
                 (TimelineEntry.id > before.entry_id)
                 & (TimelineEntry.ticket == "WRITING-DAILY")
                 & (TimelineEntry.kind == "writing_report")
             )
-            .count()
-        )
+            return runs.count(), receipts.count()
+
+    runs, receipts = _settled(count)
     acknowledged = load.answered(200)
     others = load.requests - acknowledged
     flight_ok, flight = _in_flight(runs, acknowledged, connections)
@@ -75,18 +91,23 @@ def notify(load: Load, before: Mark, connections: int = 16) -> Check:
 def events(load: Load, before: Mark, connections: int = 16) -> Check:
     """Each 202 is one new decision under a distinct event id; no 200 (a replay of an id already seen)."""
     prefix = f"bench-{load.tag}-"
-    with storage_db.connection():
-        mine = (RouterDecision.id > before.decision_id) & RouterDecision.event_id.startswith(prefix)
-        decisions = RouterDecision.select().where(mine).count()
-        distinct = RouterDecision.select(fn.COUNT(RouterDecision.event_id.distinct())).where(mine).scalar() or 0
-        accepted = AcceptedEvent.select().where(AcceptedEvent.event_id.startswith(prefix)).count()
+
+    def count() -> tuple[int, ...]:
+        with storage_db.connection():
+            mine = (RouterDecision.id > before.decision_id) & RouterDecision.event_id.startswith(prefix)
+            decisions = RouterDecision.select().where(mine).count()
+            distinct = RouterDecision.select(fn.COUNT(RouterDecision.event_id.distinct())).where(mine).scalar() or 0
+            accepted = AcceptedEvent.select().where(AcceptedEvent.event_id.startswith(prefix)).count()
+            return decisions, distinct, accepted
+
+    decisions, distinct, accepted = _settled(count)
     new, replays = load.answered(202), load.answered(200)
     others = load.requests - new - replays
     flight_ok, flight = _in_flight(decisions, new, connections)
     ok = replays == 0 and others == 0 and decisions == distinct == accepted and flight_ok
     text = (
         f"{new:,} answered 202, {replays:,} replays (200), {others:,} otherwise; landed {decisions:,} decisions "
-        f"under {distinct:,} distinct ids ({flight})"
+        f"under {distinct:,} distinct ids, {accepted:,} accepted ({flight})"
     )
     return Check(ok, text)
 
