@@ -53,6 +53,14 @@ class Process:
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_healthy(health, self.proc)
 
+    def check_alive(self) -> None:
+        """Raise, with the end of its log, if the process has exited."""
+        if self.proc.poll() is not None:
+            self.log.flush()
+            tail = Path(self.log.name).read_text(errors="replace").splitlines()[-20:]
+            said = "\n".join(tail)
+            raise RuntimeError(f"{self.proc.args} exited with {self.proc.returncode}; its log ends:\n{said}")
+
     def cpu_seconds(self) -> float:
         """User and system CPU time the process has used so far (every thread of it)."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()

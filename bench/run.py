@@ -148,6 +148,8 @@ def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
                 figures.update(_growth_figures({size: servers[size]}))
                 servers.pop(size)[0].stop()
         if not db_override:
+            for service, _, _ in servers.values():  # they waited idle while the larger boards were seeded
+                service.check_alive()
             figures = _growth_figures(servers)
     finally:
         for service, _, _ in servers.values():
