@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import falcon
 
-from api import errors
+from api import errors, media
 from api.auth import Authenticator, FailedCredentials, PeopleCredentials
 from api.metrics import Metrics
 from api.middleware import DatabaseConnection, Guard, RequestContext
@@ -16,6 +16,7 @@ from jobs.ops import OpsAgents
 from jobs.process import heartbeat_age
 from jobs.router.board_events import queue_for_router
 from jobs.router.shadow import ShadowRouter
+from machines import writing as writing_machine
 from storage import db as storage_db
 from storage import migrations
 from svc.board import Board, StageListener
@@ -62,6 +63,7 @@ def create_app(
     storage_db.bind(database)
     if migrate:
         migrations.migrate()
+    writing_machine.transitions()  # derived from the machine now, not on the first notify
 
     # The router hears every stage change (queued through the outbox, so a change stays one insert dearer).
     board = Board(config, clock, stage_listeners=(queue_for_router, *stage_listeners))
@@ -80,6 +82,7 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.auto_parse_qs_csv = False
     app.resp_options.secure_cookies_by_default = True
+    media.register(app)
     errors.register(app)
 
     for module in ROUTE_MODULES:

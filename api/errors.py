@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import falcon
 
+from api import media
 from contracts import ContractViolation
 from storage.paging import InvalidCursor
 from svc.errors import Conflict, IdempotencyMismatch, InvalidQuery, NotFound, StaleDelivery, TransitionForbidden
@@ -75,7 +75,7 @@ def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError)
             "detail": exc.description or _title(status),
         }
     resp.content_type = PROBLEM_JSON
-    resp.text = json.dumps(body)
+    resp.data = media.dumps(body)
 
 
 def _not_found(req, resp, exc: NotFound, params):

@@ -1,10 +1,13 @@
-"""Metrics in the Prometheus text exposition format, version 0.0.4, written here (it is a small format).
+"""`GET /metrics` on prometheus_client: one `CollectorRegistry` per app, nothing process-global.
 
-Two kinds of figures:
-- per process: requests by method, route template and status class, with a latency histogram. Each
-  `svc serve` process counts its own requests; with several behind a load balancer, scrape each and sum.
-- from the database, the same whichever process answers: the outbox backlog, decisions by outcome, agent
-  runs by agent and result, the jobs heartbeat. Take the max (not the sum) across API processes.
+Three kinds of figures:
+- this process's requests: a counter and a latency histogram by method, route template and status class
+  (`RequestMetrics`, an observer of api/middleware.py). Each `svc serve` process counts its own requests;
+  waitress serves them on threads of one process, so there is no multiprocess mode to set up: scrape every
+  process and sum.
+- this process itself: prometheus_client's process collector (CPU, memory, file descriptors) and GC collector.
+- the database, the same whichever process answers: the outbox backlog, decisions by outcome, agent runs by
+  agent and result, the jobs heartbeat (`DatabaseCollector`, read at scrape time). Take the max, not the sum.
 
 Decisions and runs are append-only, so their counters are kept cheaply (`AppendOnlyCount`): rows up to a
 settled id are counted once and remembered; each scrape counts only the rows after that id.
@@ -12,11 +15,13 @@ settled id are counted once and remembered; each scrape counts only the rows aft
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from jobs.router.shadow import OUTCOMES
 from jobs.schedules import AGENT_IDS
@@ -24,6 +29,7 @@ from storage import metrics as queries
 from storage.db import connection
 from svc.clock import Clock
 
+# The classic text format (0.0.4) that `generate_latest` writes, which every Prometheus reads.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Prometheus's default buckets, in seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -33,55 +39,10 @@ OUTBOX_KINDS = ("chat", "route_event", "slot_release", "tracker_close")
 # How long a transaction that inserts a decision or a run may stay open: ids seen this long ago are settled.
 SETTLE_SECONDS = 300.0
 
-
-# -- the exposition format ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Family:
-    """One metric family: its name, type and help, and its samples `(suffix, labels, value)`."""
-
-    name: str
-    kind: str  # counter, gauge, histogram
-    help: str
-    samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
-
-    def add(self, value: float, suffix: str = "", **labels: str) -> Family:
-        self.samples.append((suffix, labels, value))
-        return self
-
-
-def render(families: Iterable[Family]) -> str:
-    lines = []
-    for family in families:
-        lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
-        lines.append(f"# TYPE {family.name} {family.kind}")
-        for suffix, labels, value in family.samples:
-            shown = ",".join(f'{k}="{_escape_label(str(v))}"' for k, v in labels.items())
-            lines.append(
-                f"{family.name}{suffix}{{{shown}}} {_number(value)}"
-                if shown
-                else f"{family.name}{suffix} {_number(value)}"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _escape_label(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
+# A `_created` series per counter and histogram child doubles what a scrape carries and tells Prometheus
+# nothing it uses (the counters start at zero with the process). prometheus_client keeps this switch per
+# process, not per registry.
+prometheus_client.disable_created_metrics()
 
 
 # -- requests, per process ------------------------------------------------------------------------------------
@@ -90,41 +51,30 @@ def _number(value: float) -> str:
 class RequestMetrics:
     """A request observer (`RequestContext(observers=[...])`): counts and latency by method, route, status class."""
 
-    def __init__(self, buckets: tuple[float, ...] = LATENCY_BUCKETS):
-        self.buckets = buckets
+    def __init__(self, registry: CollectorRegistry, buckets: tuple[float, ...] = LATENCY_BUCKETS):
+        labels = ("method", "route", "status")
+        self.total = Counter("svc_http_requests", "HTTP requests answered by this process.", labels, registry=registry)
+        self.latency = Histogram(
+            "svc_http_request_duration_seconds",
+            "Time to answer a request in this process, in seconds.",
+            labels,
+            registry=registry,
+            buckets=buckets,
+        )
+        # The children of each label set, found once: `labels()` checks and locks on every call.
+        self._children: dict[tuple[str, str, int], tuple] = {}
         self._lock = threading.Lock()
-        # (method, route, status class) -> [count per bucket..., count, sum]
-        self._series: dict[tuple[str, str, str], list[float]] = {}
 
     def __call__(self, method: str, route: str, status: int, elapsed: float) -> None:
-        # Labels come from a bounded set: a client's invented method or path cannot grow the series.
-        key = (method if method in _METHODS else "OTHER", route, f"{status // 100}xx")
-        with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = [0] * (len(self.buckets) + 1) + [0.0]
-            for i, bound in enumerate(self.buckets):
-                if elapsed <= bound:
-                    series[i] += 1
-            series[-2] += 1
-            series[-1] += elapsed
-
-    def families(self) -> list[Family]:
-        with self._lock:
-            snapshot = {key: list(values) for key, values in sorted(self._series.items())}
-        total = Family("svc_http_requests_total", "counter", "HTTP requests answered by this process.")
-        latency = Family(
-            "svc_http_request_duration_seconds", "histogram", "Time to answer a request in this process, in seconds."
-        )
-        for (method, route, status), values in snapshot.items():
-            labels = {"method": method, "route": route, "status": status}
-            total.add(int(values[-2]), **labels)
-            for bound, count in zip(self.buckets, values, strict=False):
-                latency.add(int(count), "_bucket", **labels, le=_number(bound))
-            latency.add(int(values[-2]), "_bucket", **labels, le="+Inf")
-            latency.add(values[-1], "_sum", **labels)
-            latency.add(int(values[-2]), "_count", **labels)
-        return [total, latency]
+        key = (method, route, status // 100)
+        children = self._children.get(key)
+        if children is None:
+            # Labels come from a bounded set: a client's invented method or path cannot grow the series.
+            shown = (method if method in _METHODS else "OTHER", route, f"{status // 100}xx")
+            with self._lock:
+                children = self._children[key] = (self.total.labels(*shown), self.latency.labels(*shown))
+        children[0].inc()
+        children[1].observe(elapsed)
 
 
 # -- counts of append-only tables -----------------------------------------------------------------------------
@@ -175,53 +125,75 @@ class AppendOnlyCount:
             return totals
 
 
-# -- what /metrics shows --------------------------------------------------------------------------------------
+# -- the database's figures ----------------------------------------------------------------------------------
 
 
-class Metrics:
-    """Everything `GET /metrics` shows: this process's requests and the database's figures."""
+class DatabaseCollector:
+    """A custom collector: the database's figures, read when Prometheus scrapes (one connection, index ranges)."""
 
     def __init__(self, clock: Clock, *, heartbeat_age: Callable | None = None):
         self.clock = clock
-        self.requests = RequestMetrics()
         self.decisions = AppendOnlyCount(queries.decision_counts, queries.max_decision_id)
         self.runs = AppendOnlyCount(queries.run_counts, queries.max_run_id)
         self.heartbeat_age = heartbeat_age
 
-    def exposition(self) -> str:
-        return render(self.requests.families() + self.database_families())
+    def describe(self) -> list[Metric]:
+        return []  # nothing to check at registration; and describing must not touch the database
 
-    def database_families(self) -> list[Family]:
+    def collect(self) -> Iterator[Metric]:
         with connection():
             now = self.clock()
             pending = queries.outbox_pending_by_kind()
             decisions = self.decisions.read()
             runs = self.runs.read()
             heartbeat = self.heartbeat_age(now) if self.heartbeat_age is not None else None
-        backlog = Family("svc_outbox_pending_messages", "gauge", "Side effects queued and not yet delivered, by kind.")
-        oldest = Family(
+        backlog = GaugeMetricFamily(
+            "svc_outbox_pending_messages", "Side effects queued and not yet delivered, by kind.", labels=["kind"]
+        )
+        oldest = GaugeMetricFamily(
             "svc_outbox_oldest_pending_age_seconds",
-            "gauge",
             "Age of the oldest undelivered side effect, by kind (0 when none is pending).",
+            labels=["kind"],
         )
         for kind in sorted(set(OUTBOX_KINDS) | set(pending)):
             count, queued_at = pending.get(kind, (0, None))
-            backlog.add(count, kind=kind)
-            oldest.add(max((now - queued_at).total_seconds(), 0.0) if queued_at else 0.0, kind=kind)
-        outcomes = Family("svc_router_decisions_total", "counter", "Decisions the shadow router recorded, by outcome.")
+            backlog.add_metric([kind], count)
+            oldest.add_metric([kind], max((now - queued_at).total_seconds(), 0.0) if queued_at else 0.0)
+        yield backlog
+        yield oldest
+        outcomes = CounterMetricFamily(
+            "svc_router_decisions", "Decisions the shadow router recorded, by outcome.", labels=["outcome"]
+        )
         for outcome in sorted(set(OUTCOMES) | {key[0] for key in decisions}):
-            outcomes.add(decisions.get((outcome,), 0), outcome=outcome)
-        agent_runs = Family(
-            "svc_agent_runs_total", "counter", "Agent runs recorded, by agent and result (ok or failed)."
+            outcomes.add_metric([outcome], decisions.get((outcome,), 0))
+        yield outcomes
+        agent_runs = CounterMetricFamily(
+            "svc_agent_runs", "Agent runs recorded, by agent and result (ok or failed).", labels=["agent_id", "status"]
         )
         every_agent = {(agent_id, status) for agent_id in AGENT_IDS for status in ("ok", "failed")}
         for agent_id, status in sorted(every_agent | set(runs)):
-            agent_runs.add(runs.get((agent_id, status), 0), agent_id=agent_id, status=status)
-        families = [backlog, oldest, outcomes, agent_runs]
+            agent_runs.add_metric([agent_id, status], runs.get((agent_id, status), 0))
+        yield agent_runs
         if heartbeat is not None:
-            families.append(
-                Family("svc_jobs_heartbeat_age_seconds", "gauge", "Seconds since a jobs process last beat.").add(
-                    max(heartbeat, 0.0)
-                )
+            yield GaugeMetricFamily(
+                "svc_jobs_heartbeat_age_seconds", "Seconds since a jobs process last beat.", value=max(heartbeat, 0.0)
             )
-        return families
+
+
+# -- what /metrics shows --------------------------------------------------------------------------------------
+
+
+class Metrics:
+    """Everything `GET /metrics` shows, in this app's own registry."""
+
+    def __init__(self, clock: Clock, *, heartbeat_age: Callable | None = None):
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = RequestMetrics(self.registry)
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.database = DatabaseCollector(clock, heartbeat_age=heartbeat_age)
+        self.registry.register(self.database)
+
+    def exposition(self) -> bytes:
+        """The text format of every figure, as of now."""
+        return prometheus_client.generate_latest(self.registry)

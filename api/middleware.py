@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import time
-import uuid
 from urllib.parse import urlsplit
 
 import falcon
@@ -63,7 +63,7 @@ class RequestContext:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         given = req.get_header("X-Request-Id")
-        req.context.request_id = given if given and _REQUEST_ID.match(given) else uuid.uuid4().hex
+        req.context.request_id = given if given and _REQUEST_ID.match(given) else secrets.token_hex(16)
         req.context.started = time.perf_counter()
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded: bool) -> None:
@@ -87,10 +87,11 @@ class RequestContext:
 
 
 class DatabaseConnection:
-    """One connection per request, returned at the end of it (to the pool on PostgreSQL)."""
+    """At most one connection per request, returned to the pool at the end of it.
 
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        db.connect(reuse_if_open=True)
+    It is taken when the request first touches the database (peewee connects on first use), not up front: on
+    SQLite a write runs on the group-commit thread, so a notify or an event never needs one of its own.
+    """
 
     def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
         if not db.is_closed():

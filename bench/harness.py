@@ -4,6 +4,7 @@ else a Python client), with the figures each run reports."""
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import requests
@@ -51,6 +52,19 @@ class Process:
         self.log = open(log, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_healthy(health, self.proc)
+
+    def check_alive(self) -> None:
+        """Raise, with the end of its log, if the process has exited."""
+        if self.proc.poll() is not None:
+            self.log.flush()
+            tail = Path(self.log.name).read_text(errors="replace").splitlines()[-20:]
+            said = "\n".join(tail)
+            raise RuntimeError(f"{self.proc.args} exited with {self.proc.returncode}; its log ends:\n{said}")
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the process has used so far (every thread of it)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -108,33 +122,64 @@ class Load:
     p50_ms: float
     p99_ms: float
     errors: int
+    # answers by HTTP status, e.g. {202: 9000}; socket errors and timeouts are in `errors` only
+    statuses: dict[int, int] = field(default_factory=dict)
+    # CPU the server process used per answered request, when the process was given (ms)
+    cpu_ms: float | None = None
+    # the prefix `{{n}}` became in this run's bodies: `<run>-<thread>-<counter>`
+    tag: str = ""
 
     def line(self) -> str:
-        return f"{self.rps:8.0f} req/s   p50 {self.p50_ms:7.2f} ms   p99 {self.p99_ms:7.2f} ms   errors {self.errors}"
+        cpu = f"   cpu {self.cpu_ms:5.2f} ms/req" if self.cpu_ms is not None else ""
+        return (
+            f"{self.rps:8.0f} req/s   p50 {self.p50_ms:7.2f} ms   p99 {self.p99_ms:7.2f} ms   errors {self.errors}{cpu}"
+        )
+
+    def answered(self, *statuses: int) -> int:
+        return sum(self.statuses.get(s, 0) for s in statuses)
 
 
 def load_tool() -> str:
     return "wrk" if shutil.which("wrk") else "python"
 
 
+# Each wrk thread runs this script in a Lua state of its own. `setup` runs in the main state and hands each thread
+# its number with `thread:set`, which sets a *global* of that thread's state: `request` must read the global
+# (a `local tid` here would shadow it, and every thread would send the same ids). Each thread counts the answers
+# by status; `done` (main state again) collects them with `thread:get`.
 WRK_SCRIPT = """
+local threads = {}
+local method, path, body, headers, tag = %(method)s, %(path)s, %(body)s, %(headers)s, %(tag)s
 local counter = 0
-local tid = 0
-local method, path, body, headers = %(method)s, %(path)s, %(body)s, %(headers)s
-function setup(thread) tid = tid + 1; thread:set("tid", tid) end
+function setup(thread)
+  table.insert(threads, thread)
+  thread:set("tid", #threads)
+end
+function init(args)
+  statuses = {}
+end
 function request()
   counter = counter + 1
   local b = body
-  if b ~= nil then b = string.gsub(b, "{{n}}", tid .. "-" .. counter) end
+  if b ~= nil then b = string.gsub(b, "{{n}}", tag .. "-" .. tid .. "-" .. counter) end
   return wrk.format(method, path, headers, b)
+end
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
 end
 function done(summary, latency, requests)
   io.write(string.format("BENCH %%d %%f %%f %%f %%d\\n", summary.requests, summary.duration / 1e6,
     latency:percentile(50) / 1000, latency:percentile(99) / 1000,
-    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
-      + summary.errors.timeout))
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+  for _, thread in ipairs(threads) do
+    for status, count in pairs(thread:get("statuses")) do
+      io.write(string.format("STATUS %%d %%d\\n", status, count))
+    end
+  end
 end
 """
+# Each run's bodies get their own prefix, so two runs against one database never send the same id.
+_runs = itertools.count(1)
 
 
 def _lua(value) -> str:
@@ -154,47 +199,66 @@ def run_load(
     headers: dict | None = None,
     seconds: float = 10,
     connections: int = 16,
-    per_thread_limit: int = 0,
+    process: Process | None = None,
 ) -> Load:
-    """Drive `method path` for `seconds` (or until each of wrk's two threads sent `per_thread_limit`);
-    `{{n}}` in the body becomes a unique number per request."""
+    """Drive `method path` for `seconds`; `{{n}}` in the body becomes a unique `<run>-<thread>-<counter>` per
+    request (`Load.tag` is `<run>`). With `process`, the server's CPU time per answered request is measured too.
+
+    `errors` counts socket errors and timeouts; the answers, whatever their status, are in `statuses`."""
     headers = dict(headers or {})
     if body is not None:
         headers.setdefault("Content-Type", "application/json")
+    tag = f"r{os.getpid()}x{next(_runs)}"
+    cpu_before = process.cpu_seconds() if process is not None else 0.0
     if load_tool() == "wrk":
-        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-            script.write(
-                WRK_SCRIPT
-                % {
-                    "method": _lua(method),
-                    "path": _lua(path),
-                    "body": _lua(body),
-                    "headers": _lua(headers),
-                    "limit": per_thread_limit,
-                }
-            )
+        load = _wrk_load(base, method, path, body, headers, seconds, connections, tag)
+    else:
+        load = _python_load(base, method, path, body, headers, seconds, connections, tag)
+    if process is not None:
+        load.cpu_ms = (process.cpu_seconds() - cpu_before) / max(load.requests, 1) * 1000
+    load.tag = tag
+    return load
+
+
+def _wrk_load(base, method, path, body, headers, seconds, connections, tag) -> Load:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(
+            WRK_SCRIPT
+            % {
+                "method": _lua(method),
+                "path": _lua(path),
+                "body": _lua(body),
+                "headers": _lua(headers),
+                "tag": _lua(tag),
+            }
+        )
+    try:
         done = subprocess.run(
             ["wrk", "-t2", f"-c{connections}", f"-d{int(seconds)}s", "--timeout", "10s", "-s", script.name, base],
             capture_output=True,
             text=True,
             check=False,
         )
-        if done.returncode != 0:
-            raise RuntimeError(f"wrk failed: {done.stderr or done.stdout}")
-        out = done.stdout
+    finally:
         os.unlink(script.name)
-        line = next(line for line in out.splitlines() if line.startswith("BENCH "))
-        count, duration, p50, p99, errors = line.split()[1:]
-        # errors.status counts answers of 400 and above; the rest are socket errors and timeouts
-        return Load(
-            "wrk", int(count), float(duration), int(count) / float(duration), float(p50), float(p99), int(errors)
-        )
-    return _python_load(base, method, path, body, headers, seconds, connections)
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed: {done.stderr or done.stdout}")
+    lines = done.stdout.splitlines()
+    line = next(line for line in lines if line.startswith("BENCH "))
+    count, duration, p50, p99, errors = line.split()[1:]
+    statuses: dict[int, int] = {}
+    for status_line in (line for line in lines if line.startswith("STATUS ")):
+        status, n = map(int, status_line.split()[1:])
+        statuses[status] = statuses.get(status, 0) + n
+    return Load(
+        "wrk", int(count), float(duration), int(count) / float(duration), float(p50), float(p99), int(errors), statuses
+    )
 
 
-def _python_load(base, method, path, body, headers, seconds, connections) -> Load:
+def _python_load(base, method, path, body, headers, seconds, connections, tag) -> Load:
     host, port = base.removeprefix("http://").split(":")
     latencies: list[float] = []
+    statuses: dict[int, int] = {}
     errors = [0]
     stop = time.monotonic() + seconds
     lock = threading.Lock()
@@ -203,19 +267,27 @@ def _python_load(base, method, path, body, headers, seconds, connections) -> Loa
         conn = http.client.HTTPConnection(host, int(port), timeout=10)
         i = 0
         mine: list[float] = []
+        seen: dict[int, int] = {}
         while time.monotonic() < stop:
             i += 1
-            payload = body.replace("{{n}}", f"{n}-{i}") if body else None
+            payload = body.replace("{{n}}", f"{tag}-{n}-{i}") if body else None
             started = time.perf_counter()
-            conn.request(method, path, body=payload, headers=headers)
-            response = conn.getresponse()
-            response.read()
-            mine.append(time.perf_counter() - started)
-            if response.status >= 300:
+            try:
+                conn.request(method, path, body=payload, headers=headers)
+                response = conn.getresponse()
+                response.read()
+            except OSError:
                 with lock:
                     errors[0] += 1
+                conn.close()
+                conn = http.client.HTTPConnection(host, int(port), timeout=10)
+                continue
+            mine.append(time.perf_counter() - started)
+            seen[response.status] = seen.get(response.status, 0) + 1
         with lock:
             latencies.extend(mine)
+            for status, count in seen.items():
+                statuses[status] = statuses.get(status, 0) + count
 
     started = time.monotonic()
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(connections)]
@@ -226,7 +298,9 @@ def _python_load(base, method, path, body, headers, seconds, connections) -> Loa
     elapsed = time.monotonic() - started
     latencies.sort()
     q = statistics.quantiles(latencies, n=100)
-    return Load("python", len(latencies), elapsed, len(latencies) / elapsed, q[49] * 1000, q[98] * 1000, errors[0])
+    return Load(
+        "python", len(latencies), elapsed, len(latencies) / elapsed, q[49] * 1000, q[98] * 1000, errors[0], statuses
+    )
 
 
 def latency_figures(seconds: list[float]) -> dict[str, float]:

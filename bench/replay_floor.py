@@ -1,5 +1,5 @@
 """The floor for `svc replay`: read the same file line by line, parse each line and validate it with the same
-compiled validator, and do nothing else."""
+fast validator (jsonschema-rs), and do nothing else."""
 
 import json
 import sys

@@ -4,14 +4,15 @@ Each schema is a file in this folder with `$schema` 2020-12 and the stable `$id`
 They are loaded once into a `referencing.Registry` (references between files resolve there, never over
 the network) and each validator is built once, with format checking on.
 
-Two validators are built from each file. A compiled one (fastjsonschema) decides, on every request, whether a
-document conforms; only when it does not is the reference validator (jsonschema) asked for the violations,
-each located by JSON pointer, and its verdict stands. A test holds the two to the same verdict on every example.
+Two validators are built from each file, both from the same documents and the same `$id`s, both checking
+formats with the same functions. A fast one (jsonschema-rs: all of 2020-12, compiled in Rust) decides, on every
+request, whether a document conforms; only when it does not is the reference validator (jsonschema) asked for
+the violations, each located by JSON pointer, and its verdict stands. Tests hold the two to the same verdict on
+every example and near miss, and refuse a contract that uses a keyword the fast engine is not shown to enforce.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
-import fastjsonschema
+import jsonschema_rs
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -114,29 +115,40 @@ def format_checker() -> FormatChecker:
     return checker
 
 
-def _resolve_offline(uri: str) -> dict[str, Any]:
-    """fastjsonschema's handler for `$ref`s to other files: from this package, never from the network."""
-    if not uri.startswith(BASE_URI):
-        raise ValueError(f"refusing to fetch {uri}: contracts reference only each other")
-    return copy.deepcopy(load(uri.removeprefix(BASE_URI).split("#", 1)[0]))
+def _refuse_fetch(uri: str) -> Any:
+    """The fast engine's retriever: every contract is in its registry already, so any other `$ref` is a mistake."""
+    raise ValueError(f"refusing to fetch {uri}: contracts reference only each other")
 
 
 @functools.cache
-def compiled(name: str):
-    """The compiled validator for schema `name`: a function that raises on the first violation."""
-    # A copy: fastjsonschema rewrites the `$ref`s of the schema it compiles, and `load()` is shared.
-    # use_default=False: validation must never change the document it checks.
-    schema = copy.deepcopy(load(name))
-    return fastjsonschema.compile(schema, handlers={"https": _resolve_offline}, formats=FORMATS, use_default=False)
+def fast_registry() -> jsonschema_rs.Registry:
+    """Every schema keyed by its `$id`, for the fast engine (the same documents as `registry()`)."""
+    resources = [(load(name)["$id"], load(name)) for name in schema_names()]
+    return jsonschema_rs.Registry(resources, draft=jsonschema_rs.Draft202012, retriever=_refuse_fetch)
+
+
+@functools.cache
+def compiled(name: str) -> jsonschema_rs.Draft202012Validator:
+    """The fast validator for schema `name`, built once: formats checked with `FORMATS`, an unknown format an
+    error when it is built (never silently unchecked), no `$ref` fetched from anywhere."""
+    return jsonschema_rs.Draft202012Validator(
+        load(name),
+        registry=fast_registry(),
+        retriever=_refuse_fetch,
+        validate_formats=True,
+        formats=FORMATS,
+        ignore_unknown_formats=False,
+    )
 
 
 def conforms(name: str, document: Any) -> bool:
-    """The compiled validator's verdict alone: the hot path's yes/no."""
+    """The fast validator's verdict alone: the hot path's yes/no. It never changes the document."""
     try:
-        compiled(name)(document)
-    except fastjsonschema.JsonSchemaException:
-        return False
-    return True
+        return compiled(name).is_valid(document)
+    except UnicodeEncodeError:
+        # A string with a lone surrogate (JSON's "\\ud800") cannot cross into Rust; the API refuses such bodies
+        # before validation (api/body.py), but a file given to `svc validate` may hold one.
+        return validator(name).is_valid(document)
 
 
 @functools.cache
@@ -154,7 +166,7 @@ def violations(name: str, document: Any) -> list[Violation]:
     """Every way `document` breaks schema `name`, in document order; empty when it conforms."""
     if conforms(name, document):
         return []
-    # The reference validator has the last word: should the compiled one ever be stricter than JSON Schema, the
+    # The reference validator has the last word: should the fast one ever be stricter than JSON Schema, the
     # document conforms after all (the two agree on every example and near miss the tests try).
     return explain(name, document)
 

@@ -1,6 +1,6 @@
 """The normalized event envelope (`svc.normalized-event/v0`) and the worker output: their validators.
 
-Both go through `contracts.violations`: the compiled validator decides, the reference one explains.
+Both go through `contracts.violations`: the fast validator (jsonschema-rs) decides, the reference one explains.
 """
 
 from __future__ import annotations

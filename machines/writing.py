@@ -11,17 +11,22 @@ from every stage, `done` and `cancelled` included.
 | `SUCCESS`            | `published`      | `done`     | none           | yes       |
 | `FAIL_*`             | `failed`         | `execute`  | `agent_failed` | yes       |
 | `AUTOMATION_DISABLED`| (none)           | unchanged  | unchanged      | no        |
+
+Every notify moves this ticket, so the move is on the service's hot path, where python-statemachine's engine
+cost more than the rest of a notify's work. The machine stays the one declaration of the moves: at start-up
+`transitions()` runs it once for every stage and event and keeps what it did as a table, which `apply_report`
+reads; a test holds the table to the machine for every stage, prior `waiting_on` and event.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Protocol
 
 from statemachine import State, StateMachine
 
-from machines import reuse
 from machines.errors import TransitionForbidden
 
 FAILURE_STATUS = re.compile(r"^FAIL_[A-Z0-9_]+$")
@@ -93,17 +98,47 @@ class WritingTicket(StateMachine):
 _WAITING_ON_AFTER = {move.event: move.waiting_on for move in NOTIFY_MOVES.values() if move.event}
 
 
+@dataclass(frozen=True)
+class Moved:
+    """Where the machine leaves a ticket after an event."""
+
+    stage: str
+    waiting_on: str | None
+
+
+@dataclass
+class _Model:
+    stage: str
+    waiting_on: str | None
+
+
+@functools.cache
+def transitions() -> dict[tuple[str, str], Moved]:
+    """(stage, event) -> where `WritingTicket` leaves the ticket, for every pair the machine allows: derived by
+    running the machine itself (once per process, at start-up), so it cannot say anything the machine does not."""
+    model = _Model(WritingTicket.initial_state.value, None)
+    machine = WritingTicket(model)
+    table: dict[tuple[str, str], Moved] = {}
+    for state in WritingTicket.states:
+        for event in WritingTicket.events:
+            # The machine reads its model's state on every send, so one instance serves every starting stage.
+            model.stage, model.waiting_on = state.value, None
+            try:
+                machine.send(event.id)
+            except WritingTicket.TransitionNotAllowed:
+                continue
+            table[(state.value, event.id)] = Moved(model.stage, model.waiting_on)
+    return table
+
+
 def apply_report(ticket: WritingTicketLike, status: str) -> tuple[str, str]:
     """Move `ticket` (in place) as the notify `status` says; return (from_stage, to_stage)."""
     move = notify_move(status)
     before = ticket.stage
     if move.event is None:
         return before, before
-    machine, holder = reuse.machine(WritingTicket)
-    holder.stage, holder.waiting_on = ticket.stage, ticket.waiting_on
-    try:
-        machine.send(move.event)
-    except WritingTicket.TransitionNotAllowed as exc:  # only if the table and the machine disagree
-        raise TransitionForbidden(str(exc), current=before, event=move.event) from exc
-    ticket.stage, ticket.waiting_on = holder.stage, holder.waiting_on
+    moved = transitions().get((before, move.event))
+    if moved is None:  # only if the table and the machine disagree, or the stage is not one of the board's
+        raise TransitionForbidden(f"{move.event} is not allowed from {before!r}", current=before, event=move.event)
+    ticket.stage, ticket.waiting_on = moved.stage, moved.waiting_on
     return before, ticket.stage

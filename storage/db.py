@@ -160,29 +160,41 @@ class GroupCommit:
             item = self._queue.get()
             if item is None:
                 break
-            batch = [item]
-            while len(batch) < self.MAX_BATCH:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._queue.put(None)  # stop after this batch
-                    break
-                batch.append(item)
-            self._run(batch)
+            self._run([item])
         if not self.database.is_closed():
             self.database.close()
+
+    def _take_waiting(self, batch: list) -> None:
+        """Move the units queued meanwhile into `batch` (up to `MAX_BATCH`), stopping at the stop sentinel."""
+        while len(batch) < self.MAX_BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is None:
+                self._queue.put(None)  # stop after this batch
+                return
+            batch.append(item)
 
     def _run(self, batch: list[tuple[Callable[[], Any], Future]]) -> None:
         outcomes: list[tuple[Future, Any, BaseException | None]] = []
         try:
             self.database.connect(reuse_if_open=True)
             with _sqlite_writer, self.database.atomic():
-                for fn, done in batch:
+                ran = 0
+                while True:
+                    if ran == len(batch):
+                        # What was queued while these ran joins the same commit: it would otherwise wait for
+                        # this fsync and then pay one of its own.
+                        self._take_waiting(batch)
+                        if ran == len(batch):
+                            break
+                    fn, done = batch[ran]
+                    ran += 1
+                    # Each unit writes inside its own `transaction()`, a savepoint here: a failing unit has
+                    # taken back only itself by the time its exception arrives.
                     try:
-                        with self.database.atomic():  # a savepoint: a failing unit takes only itself back
-                            outcomes.append((done, fn(), None))
+                        outcomes.append((done, fn(), None))
                     except BaseException as exc:  # handed to the caller, who raises it
                         if not self.database.connection().in_transaction:
                             # SQLite ended the whole transaction itself (disk full, I/O error): the units before
@@ -223,7 +235,8 @@ def _stop_group_commit() -> None:
 
 
 def write(fn: Callable[[], T]) -> T:
-    """Run `fn`, a unit of work that opens its own `transaction()`, and return its result once committed.
+    """Run `fn`, a unit of work that writes only inside its own `transaction()`, and return its result once
+    committed.
 
     On SQLite, concurrent callers share commits: `fn` runs on the writer thread inside the group's transaction,
     where its own `transaction()` is a savepoint (see `GroupCommit`). On PostgreSQL, which groups commits itself,

@@ -19,6 +19,7 @@ from storage.db import db
 M = TypeVar("M", bound=Model)
 
 _sql: dict[tuple, str] = {}
+_converters: dict[tuple, tuple] = {}
 
 
 def _is_postgres() -> bool:
@@ -26,10 +27,11 @@ def _is_postgres() -> bool:
 
 
 def _compose(key: tuple, build) -> str:
-    key = (*key, type(db.obj), db.obj.param)
+    database = db.obj
+    key = (*key, type(database), database.param)
     sql = _sql.get(key)
     if sql is None:
-        sql = _sql[key] = build(db.obj.param)
+        sql = _sql[key] = build(database.param)
     return sql
 
 
@@ -38,8 +40,13 @@ def _column(model: type[Model], name: str) -> str:
 
 
 def _convert(model: type[Model], values: Mapping[str, Any]) -> list[Any]:
-    fields = model._meta.fields
-    return [fields[name].db_value(value) for name, value in values.items()]
+    """The values as the database takes them, through each field's `db_value` (looked up once per field set)."""
+    key = (model, *values)
+    converters = _converters.get(key)
+    if converters is None:
+        fields = model._meta.fields
+        converters = _converters[key] = tuple(fields[name].db_value for name in values)
+    return [convert(value) for convert, value in zip(converters, values.values(), strict=True)]
 
 
 def insert(model: type[M], values: Mapping[str, Any]) -> M:
@@ -54,11 +61,13 @@ def insert(model: type[M], values: Mapping[str, Any]) -> M:
         sql = f'INSERT INTO "{model._meta.table_name}" ({columns}) VALUES ({marks})'
         return sql + f' RETURNING "{auto.column_name}"' if returning else sql
 
-    cursor = db.execute_sql(_compose(("insert", model, names, returning), build), _convert(model, values))
-    row = model(**values)
+    cursor = db.obj.execute_sql(_compose(("insert", model, names, returning), build), _convert(model, values))
+    # The instance as `model(**values)` would build it (defaults for the rest), without a setattr per field.
+    data = model._meta.get_default_dict()
+    data.update(values)
     if auto is not None:
-        setattr(row, auto.name, cursor.fetchone()[0] if returning else cursor.lastrowid)
-    return row
+        data[auto.name] = cursor.fetchone()[0] if returning else cursor.lastrowid
+    return _with_data(model, data)
 
 
 def update(model: type[Model], values: Mapping[str, Any], where: Mapping[str, Any]) -> int:
@@ -71,7 +80,7 @@ def update(model: type[Model], values: Mapping[str, Any], where: Mapping[str, An
         return f'UPDATE "{model._meta.table_name}" SET {sets} WHERE {conditions}'
 
     params = _convert(model, values) + _convert(model, where)
-    return db.execute_sql(_compose(("update", model, names, keys), build), params).rowcount
+    return db.obj.execute_sql(_compose(("update", model, names, keys), build), params).rowcount
 
 
 def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = False) -> M | None:
@@ -85,7 +94,7 @@ def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = F
         sql = f'SELECT {columns} FROM "{model._meta.table_name}" WHERE {conditions} LIMIT 1'
         return sql + " FOR UPDATE" if lock else sql
 
-    row = db.execute_sql(_compose(("select", model, keys, lock), build), _convert(model, where)).fetchone()
+    row = db.obj.execute_sql(_compose(("select", model, keys, lock), build), _convert(model, where)).fetchone()
     return None if row is None else _instance(model, row)
 
 
@@ -97,7 +106,7 @@ def rows(model: type[M], key: tuple, tail: str, params: list[Any]) -> list[M]:
         columns = ", ".join(f'"{f.column_name}"' for f in model._meta.sorted_fields)
         return f'SELECT {columns} FROM "{model._meta.table_name}" {tail.replace("?", param)}'
 
-    cursor = db.execute_sql(_compose(("rows", model, *key), build), params)
+    cursor = db.obj.execute_sql(_compose(("rows", model, *key), build), params)
     return [_instance(model, row) for row in cursor.fetchall()]
 
 
@@ -106,7 +115,7 @@ def scalar(key: tuple, sql: str, params: list[Any]) -> Any:
 
     `key` names the statement for the cache; `params` must already be database values (`field.db_value`).
     """
-    row = db.execute_sql(_compose(("scalar", *key), lambda param: sql.replace("?", param)), params).fetchone()
+    row = db.obj.execute_sql(_compose(("scalar", *key), lambda param: sql.replace("?", param)), params).fetchone()
     return None if row is None else row[0]
 
 
@@ -118,12 +127,17 @@ def row(key: tuple, sql: str, params: list[Any]) -> tuple[Any, ...]:
 
 def execute(key: tuple, sql: str, params: list[Any]) -> int:
     """Run a hand-written statement (`?` marks the parameters); return the rows it touched."""
-    return db.execute_sql(_compose(("execute", *key), lambda param: sql.replace("?", param)), params).rowcount
+    return db.obj.execute_sql(_compose(("execute", *key), lambda param: sql.replace("?", param)), params).rowcount
 
 
 def _instance(model: type[M], row: tuple) -> M:
     fields = model._meta.sorted_fields
     data = {f.name: (f.python_value(v) if v is not None else None) for f, v in zip(fields, row, strict=True)}
+    return _with_data(model, data)
+
+
+def _with_data(model: type[M], data: dict[str, Any]) -> M:
+    """A model instance holding `data` (by field name), as peewee itself builds one from a row."""
     instance = model(__no_default__=True)
     instance.__data__ = data
     return instance

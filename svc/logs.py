@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
+
+import orjson
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -19,8 +23,8 @@ class JSONFormatter(logging.Formatter):
     def __init__(self, secrets: tuple[str, ...] = ()):
         super().__init__()
         # The line is redacted after JSON encoding, where a secret with a quote, a backslash or non-ASCII
-        # characters appears escaped: look for that form too.
-        escaped = (json.dumps(s)[1:-1] for s in secrets if s)
+        # characters appears escaped: look for those forms too (orjson's, and json's for what orjson refuses).
+        escaped = [json.dumps(s)[1:-1] for s in secrets if s] + [_orjson_text(s)[1:-1] for s in secrets if s]
         self.secrets = tuple(dict.fromkeys([*(s for s in secrets if s), *escaped]))
 
     def format(self, record: logging.LogRecord) -> str:
@@ -35,12 +39,51 @@ class JSONFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
-        return self.redact(json.dumps(entry, default=str))
+        return self.redact(_orjson_text(entry))
 
     def redact(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "[redacted]")
         return text
+
+
+def _orjson_text(value) -> str:
+    """One JSON line, by orjson (every request writes one); by json for what orjson refuses (a lone surrogate)."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:
+        return json.dumps(value, default=str)
+
+
+class QueueDepthSampler(logging.Filter):
+    """Let one of waitress's "Task queue depth is N" warnings through per `interval` seconds.
+
+    waitress warns each time it queues a request while every thread is busy: under load, that is every
+    request, formatted and written while it holds its task lock. The first warning of each interval goes out,
+    with how many were folded into the line since the last one (`folded`) and the deepest queue among them
+    (`deepest`); the rest end here, before anything is formatted or written.
+    """
+
+    def __init__(self, interval: float = 10.0, *, monotonic=time.monotonic):
+        super().__init__()
+        self.interval = interval
+        self.monotonic = monotonic
+        self._next = float("-inf")
+        self._folded = 0
+        self._deepest = 0
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        depth = record.args[0] if isinstance(record.args, tuple) and record.args else 0
+        with self._lock:
+            now = self.monotonic()
+            if now < self._next:
+                self._folded += 1
+                self._deepest = max(self._deepest, depth) if isinstance(depth, int) else self._deepest
+                return False
+            record.folded, record.deepest = self._folded, max(self._deepest, depth if isinstance(depth, int) else 0)
+            self._next, self._folded, self._deepest = now + self.interval, 0, 0
+        return True
 
 
 def configure(level: str = "INFO", *, secrets: tuple[str, ...] = (), stream=None) -> None:
@@ -49,8 +92,16 @@ def configure(level: str = "INFO", *, secrets: tuple[str, ...] = (), stream=None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # waitress logs each queue backlog warning; keep it, but not its per-connection chatter.
-    logging.getLogger("waitress.queue").setLevel("WARNING")
+    # The lines carry none of the caller's file, line, thread or process, so logging need not look them up for
+    # every record (the logging HOWTO's "Optimization"): one access line per request is on the hot path.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    # waitress logs each queue backlog warning; keep them, sampled, but not its per-connection chatter.
+    queue = logging.getLogger("waitress.queue")
+    queue.setLevel("WARNING")
+    queue.filters[:] = [QueueDepthSampler()]
 
 
 def secrets_of(config) -> tuple[str, ...]:

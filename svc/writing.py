@@ -72,9 +72,14 @@ class WritingAgent:
     ) -> tuple[dict[str, Any], bool]:
         """Record one report; return (`answer(report)`, replayed).
 
-        `answer` turns the report into the response body inside the transaction, so that a repeated
-        `Idempotency-Key` gets exactly the first answer back.
+        With an `Idempotency-Key`, `answer` turns the report into the response body inside the transaction, so
+        that a repeated key gets exactly the first answer back. Without one, nothing stores the answer, so it is
+        built after the commit: on SQLite the unit of work runs on the one writer thread every write waits for,
+        and the answer's shaping need not hold it up.
         """
+        if idempotency_key is None:
+            report = units.run(lambda: self._report(body, actor=actor), what="recording the writing report")
+            return answer(report), False
 
         def work() -> tuple[dict[str, Any], bool]:
             return idempotency.once(

@@ -1,6 +1,7 @@
 """Real `svc jobs` processes on one database. SVC_JOBS_CLOCK_OFFSET moves their clock to just after a due
 time, so a scheduled job is due the moment they start instead of at the next 08:00."""
 
+import json
 import signal
 from datetime import UTC, datetime, timedelta
 
@@ -35,9 +36,8 @@ def jobs_process(tmp_path, database_url, name: str, due: datetime, **extra: str)
 
 def _starts(log: str, agent_id: str) -> int:
     """How many scheduled runs of `agent_id` this process started (the poller runs beside them)."""
-    return sum(
-        1 for line in log.splitlines() if '"scheduled run starting"' in line and f'"agent_id": "{agent_id}"' in line
-    )
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    return sum(1 for line in lines if line["message"] == "scheduled run starting" and line.get("agent_id") == agent_id)
 
 
 def run_count(agent_id: str) -> int:

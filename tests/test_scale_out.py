@@ -15,6 +15,7 @@ processes share one file, and its write lock makes them take turns.
 """
 
 import itertools
+import json
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -164,7 +165,16 @@ def test_two_servers_and_two_jobs_processes_on_one_database_lose_nothing(app, tm
     # The pulse, due as both jobs processes started, ran once, in one of them.
     with connection():
         assert len(runs.latest("ops-daily-pulse", 10)) == 1
-    starts = [w.output().count('"scheduled run starting", "agent_id": "ops-daily-pulse"') for w in workers]
+    starts = [
+        sum(
+            1
+            for line in w.output().splitlines()
+            if line.startswith("{")
+            and json.loads(line)["message"] == "scheduled run starting"
+            and json.loads(line).get("agent_id") == "ops-daily-pulse"
+        )
+        for w in workers
+    ]
     assert sorted(starts) == [0, 1]
 
     # Metrics: requests are counted per process, the database's figures are the same on both.

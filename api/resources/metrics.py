@@ -1,4 +1,5 @@
-"""GET /metrics: the Prometheus text exposition (see api/metrics.py), behind basic credentials."""
+"""GET /metrics: the Prometheus text exposition written by prometheus_client (see api/metrics.py), behind basic
+credentials."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from api.operations import Operation
 class MetricsPage:
     operations = {
         "GET": Operation(
-            "Metrics in the Prometheus text format 0.0.4: this process's requests; the outbox, decisions and "
-            "agent runs from the database",
+            "Metrics in the Prometheus text format 0.0.4: this process's requests, CPU, memory and garbage "
+            "collection; the outbox, decisions and agent runs from the database",
             responses={200: None},
             tags=("service",),
             content_type="text/plain",
@@ -24,7 +25,7 @@ class MetricsPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = CONTENT_TYPE
-        resp.text = self.metrics.exposition()
+        resp.data = self.metrics.exposition()
 
 
 def routes(services) -> list[tuple[str, object]]:

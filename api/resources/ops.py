@@ -7,14 +7,13 @@ happens inside the agent run the responder asked for.
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import datetime
 from typing import Any
 
 import falcon
 
-from api import representations
+from api import media, representations
 from api.operations import Operation
 from api.resources.agents import agent_row
 from jobs.ops import OpsAgents, Snapshot
@@ -139,7 +138,7 @@ class OpsSnapshot:
             rendered = self._rendered
             age = (now - rendered[0]).total_seconds() if rendered is not None else None
             if age is None or not 0 <= age < self.max_age:  # a clock stepped back also renders anew
-                rendered = (now, json.dumps(snapshot(self.ops.snapshot())).encode())
+                rendered = (now, media.dumps(snapshot(self.ops.snapshot())))
                 self._rendered = rendered if self.max_age > 0 else None
         resp.content_type = falcon.MEDIA_JSON
         resp.data = rendered[1]

@@ -13,7 +13,7 @@ from jobs.router.rules import first_match
 WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED = "would_dispatch", "blocked", "no_action", "rejected"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Evaluation:
     outcome: str
     role: str | None
@@ -30,9 +30,14 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
     ticket = view.ticket(subject["id"]) if subject["type"] == "ticket" else None
     rule = first_match(envelope)
     role = rule.role if rule is not None else None
-    given = GateInput(envelope=envelope, ticket=ticket, view=view, policy=policy, now=now, role=role)
-    results = [gate(given).as_dict() for gate in GATES]
-    if not all(r["passed"] for r in results):
+    given = GateInput(envelope, ticket, view, policy, now, role)
+    results = []
+    passed = True
+    for gate in GATES:
+        result = gate(given)
+        passed = passed and result.passed
+        results.append(result.as_dict())
+    if not passed:
         outcome = BLOCKED
     elif role is not None:
         outcome = WOULD_DISPATCH

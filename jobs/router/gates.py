@@ -41,7 +41,7 @@ class Policy:
         return cls(allowlist=config.router_allowlist, retry_budget=config.retry_budget_per_day)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GateInput:
     envelope: dict[str, Any]
     ticket: TicketState | None  # the subject's board ticket, when the subject is a known ticket
@@ -57,7 +57,7 @@ class GateInput:
         return subject["id"] if subject["type"] == "ticket" else None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GateResult:
     gate: str
     passed: bool

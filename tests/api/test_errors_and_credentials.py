@@ -156,6 +156,27 @@ def test_nul_in_a_json_string_is_400_and_records_nothing(api, initiative):
     assert escaped.status_code == 201
 
 
+def test_an_unpaired_surrogate_in_a_json_string_is_400_and_records_nothing(api, initiative):
+    # JSON lets a string escape half of a UTF-16 pair; no UTF-8 text can hold it, so neither a database nor the
+    # validator (jsonschema-rs) can take it: refused, naming where it is, instead of failing inside.
+    body = b'{"key": "PORT-1", "initiative_id": "port", "title": "a\\ud800b", "x\\uDFFF": 1}'
+    result = api.post("/api/v1/tickets", body=body, headers={"Content-Type": "application/json"})
+    assert result.status_code == 400
+    assert result.headers["content-type"] == "application/problem+json"
+    assert [e["path"] for e in result.json["errors"]] == ["/title", "/x\\udfff"]
+    assert nothing_created(api)
+    event = b'{"schema": "svc.normalized-event/v0", "id": "e-\\ud800", "source": "ci"}'
+    refused = api.post("/api/v1/events", body=event, headers={"Content-Type": "application/json"}, auth="ci")
+    assert refused.status_code == 400
+    assert api.get("/api/v1/router/decisions").json["decisions"] == []
+    paired = api.post(
+        "/api/v1/tickets",
+        body=body.replace(b"\\ud800", b"\\ud83d\\ude00").replace(b"\\uDFFF", b""),
+        headers={"Content-Type": "application/json"},
+    )
+    assert paired.status_code == 422  # a whole pair is one character (and "x" is no field of a ticket)
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [

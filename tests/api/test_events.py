@@ -186,6 +186,16 @@ def test_a_malformed_envelope_is_422_and_recorded_as_rejected(board):
     assert result.json["decision"] == rejected
 
 
+def test_a_rejected_envelope_is_recorded_and_echoed_exactly_even_where_orjson_cannot_write_it(board):
+    # orjson writes answers and rows, but refuses integers beyond 64 bits; those documents go through json.
+    envelope = {**example(MAPPING + "3-ci-pipeline-failed-fixer.json"), "id": "big-1", "source": "nowhere"}
+    envelope["forge"] = {**envelope["forge"], "pipeline_id": 10**40}
+    result = post_event(board, envelope)
+    assert result.status_code == 422
+    assert result.json["decision"]["envelope"]["forge"]["pipeline_id"] == 10**40
+    assert decisions(board)[0]["envelope"] == envelope
+
+
 def test_a_rejected_envelope_does_not_use_up_its_event_id(board):
     good = example(MAPPING + "3-ci-pipeline-failed-fixer.json")
     broken = {**good, "forge": {"pipeline_id": 8201}}

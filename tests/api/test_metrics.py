@@ -1,11 +1,12 @@
-"""GET /metrics: the Prometheus text format 0.0.4, read back with Prometheus's own Python parser."""
+"""GET /metrics: the Prometheus text format 0.0.4 as prometheus_client writes it, read back with its parser."""
 
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.metrics import AppendOnlyCount, Family, RequestMetrics, render
+from api.metrics import AppendOnlyCount, RequestMetrics
 
 NOTIFY = "/api/v1/agents/writing/notify"
 
@@ -101,22 +102,39 @@ def test_decisions_by_outcome_and_agent_runs_by_agent_and_result(api):
     assert value(runs, "svc_agent_runs_total", agent_id="ops-daily-pulse", status="ok") == 0
 
 
-def test_label_values_and_help_are_escaped_as_the_format_says():
-    family = Family("svc_example_total", "counter", "a help with a \\ and a\nnewline")
-    family.add(3, route='a "quoted" \\ path\nwith a newline')
-    (parsed,) = text_string_to_metric_families(render([family]))
-    assert parsed.documentation == "a help with a \\ and a\nnewline"
-    assert parsed.samples[0].labels == {"route": 'a "quoted" \\ path\nwith a newline'}
-    assert parsed.samples[0].value == 3
+def test_each_scrape_carries_this_processs_cpu_memory_and_gc_and_no_created_series(api):
+    text = api.get("/metrics").text
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert value(families["process_resident_memory_bytes"].samples, "process_resident_memory_bytes") > 0
+    assert value(families["process_cpu_seconds"].samples, "process_cpu_seconds_total") > 0
+    assert "python_gc_objects_collected" in families
+    assert "_created" not in text  # one series per child, not two
+
+
+def test_two_apps_in_one_process_count_their_own_requests(app_factory):
+    from conftest import BASIC, CI_SECRET
+    from testclient import ApiClient
+
+    first, second = (ApiClient(app_factory(), basic=BASIC, ci_secret=CI_SECRET) for _ in range(2))
+    first.get("/api/v1/tickets")
+    first.get("/api/v1/tickets")
+    second.get("/api/v1/tickets")
+    labels = {"method": "GET", "route": "/api/v1/tickets", "status": "2xx"}
+    assert value(scrape(first)["svc_http_requests"], "svc_http_requests_total", **labels) == 2
+    assert value(scrape(second)["svc_http_requests"], "svc_http_requests_total", **labels) == 1
 
 
 def test_a_slow_request_lands_only_in_the_buckets_above_it():
-    metrics = RequestMetrics(buckets=(0.1, 1.0))
+    registry = CollectorRegistry()
+    metrics = RequestMetrics(registry, buckets=(0.1, 1.0))
     metrics("GET", "/x", 200, 0.5)
     metrics("GET", "/x", 200, 0.05)
-    (parsed,) = [f for f in text_string_to_metric_families(render(metrics.families())) if f.type == "histogram"]
-    buckets = {s.labels["le"]: s.value for s in parsed.samples if s.name.endswith("_bucket")}
-    assert buckets == {"0.1": 1, "1.0": 2, "+Inf": 2}
+    metrics("BREW", "/x", 418, 0.05)
+    text = generate_latest(registry).decode()
+    (parsed,) = [f for f in text_string_to_metric_families(text) if f.type == "histogram"]
+    ok = {s.labels["le"]: s.value for s in parsed.samples if s.name.endswith("_bucket") and s.labels["status"] == "2xx"}
+    assert ok == {"0.1": 1.0, "1.0": 2.0, "+Inf": 2.0}
+    assert {s.labels["method"] for s in parsed.samples} == {"GET", "OTHER"}  # an invented method is OTHER
 
 
 class FakeTable:

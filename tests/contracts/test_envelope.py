@@ -1,4 +1,4 @@
-"""The envelope contract: every example in examples/ through `svc validate`, the compiled validator against the
+"""The envelope contract: every example in examples/ through `svc validate`, the fast validator against the
 reference one, and the worker output gate."""
 
 import json
@@ -88,7 +88,7 @@ def every_example_document():
             yield path, document
 
 
-def test_the_compiled_validator_agrees_with_the_reference_on_every_example():
+def test_the_fast_validator_agrees_with_the_reference_on_every_example():
     reference = contracts.validator(ENVELOPE)
     checked = 0
     for path, document in every_example_document():
@@ -125,7 +125,7 @@ def test_actor_id_may_be_absent_or_null_and_roles_default_to_empty():
         assert document["actor"] == actor  # validation never fills defaults into the document
 
 
-def test_the_envelope_schema_is_self_contained_for_the_compiled_validator():
+def test_the_envelope_schema_is_self_contained_so_it_can_be_published_alone():
     refs = []
 
     def walk(node):

@@ -82,7 +82,7 @@ def _near_misses(document):
 
 
 @pytest.mark.parametrize("name", sorted(REQUEST_BODIES))
-def test_the_compiled_and_the_reference_validator_agree(name):
+def test_the_fast_and_the_reference_validator_agree(name):
     reference = contracts.validator(name)
     assert contracts.conforms(name, REQUEST_BODIES[name])
     checked = 0
@@ -91,3 +91,116 @@ def test_the_compiled_and_the_reference_validator_agree(name):
         assert (contracts.violations(name, document) == []) == reference.is_valid(document), document
         checked += 1
     assert checked > 15
+
+
+@pytest.mark.parametrize("name", contracts.schema_names())
+def test_every_schema_builds_on_the_fast_engine_with_every_format_known(name):
+    # ignore_unknown_formats=False: a format the engine does not know fails here, not silently at run time.
+    assert contracts.compiled(name) is contracts.compiled(name)
+
+
+# Keywords that only annotate: no engine rejects a document for them.
+ANNOTATIONS = {"$schema", "$id", "$comment", "$defs", "title", "description", "default", "examples", "deprecated"}
+# For every keyword that asserts something: a schema using it, a document it must refuse and one it must accept.
+# The 2020-12 keywords fastjsonschema silently ignored are here whether a contract uses them yet or not.
+PROBES = {
+    "type": ({"type": "integer"}, 1.5, 2),
+    "enum": ({"enum": ["a", "b"]}, "c", "a"),
+    "const": ({"const": "a"}, "b", "a"),
+    "required": ({"required": ["a"]}, {}, {"a": 1}),
+    "properties": ({"properties": {"a": {"type": "string"}}}, {"a": 1}, {"a": "x"}),
+    "additionalProperties": ({"properties": {"a": {}}, "additionalProperties": False}, {"b": 1}, {"a": 1}),
+    "patternProperties": ({"patternProperties": {"^x": {"type": "integer"}}}, {"xa": "s"}, {"xa": 1}),
+    "propertyNames": ({"propertyNames": {"pattern": "^[a-z]+$"}}, {"A": 1}, {"a": 1}),
+    "minProperties": ({"minProperties": 1}, {}, {"a": 1}),
+    "maxProperties": ({"maxProperties": 1}, {"a": 1, "b": 2}, {"a": 1}),
+    "items": ({"items": {"type": "integer"}}, [1, "x"], [1, 2]),
+    "prefixItems": ({"prefixItems": [{"type": "integer"}], "items": False}, [1, 2], [1]),
+    "minItems": ({"minItems": 1}, [], [1]),
+    "maxItems": ({"maxItems": 1}, [1, 2], [1]),
+    "uniqueItems": ({"uniqueItems": True}, [1, 1], [1, 2]),
+    "contains": ({"contains": {"const": 1}}, [2], [1, 2]),
+    "minLength": ({"minLength": 2}, "a", "ab"),
+    "maxLength": ({"maxLength": 2}, "abc", "ab"),
+    "pattern": ({"pattern": "^[0-9]+$"}, "1a", "12"),
+    "format": ({"format": "date"}, "2026-02-30", "2026-02-28"),
+    "minimum": ({"minimum": 0}, -1, 0),
+    "maximum": ({"maximum": 5}, 6, 5),
+    "exclusiveMinimum": ({"exclusiveMinimum": 0}, 0, 1),
+    "exclusiveMaximum": ({"exclusiveMaximum": 5}, 5, 4),
+    "multipleOf": ({"multipleOf": 2}, 3, 4),
+    "allOf": ({"allOf": [{"type": "integer"}, {"minimum": 2}]}, 1, 2),
+    "anyOf": ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, "x", None),
+    "oneOf": ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, 1, -1),
+    "not": ({"not": {"type": "null"}}, None, 1),
+    "if": ({"if": {"const": 1}, "then": {"type": "string"}}, 1, 2),
+    "then": ({"if": {"type": "integer"}, "then": {"minimum": 0}}, -1, 1),
+    "else": ({"if": {"type": "integer"}, "else": {"type": "string"}}, None, "x"),
+    "$ref": ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}, "x", 1),
+    "dependentRequired": ({"dependentRequired": {"a": ["b"]}}, {"a": 1}, {"a": 1, "b": 2}),
+    "dependentSchemas": ({"dependentSchemas": {"a": {"required": ["b"]}}}, {"a": 1}, {"a": 1, "b": 2}),
+    "unevaluatedProperties": (
+        {"allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False},
+        {"a": 1, "b": 2},
+        {"a": 1},
+    ),
+    "unevaluatedItems": ({"prefixItems": [{}], "unevaluatedItems": False}, [1, 2], [1]),
+}
+_SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "dependentSchemas"}
+_SCHEMA_ONE = {
+    "items",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+}
+_SCHEMA_LISTS = {"allOf", "anyOf", "oneOf", "prefixItems"}
+
+
+def _keywords(schema, found: set[str]) -> set[str]:
+    """Every keyword used in `schema` and its subschemas (property names are not keywords)."""
+    if isinstance(schema, dict):
+        for keyword, value in schema.items():
+            found.add(keyword)
+            if keyword in _SCHEMA_MAPS:
+                for sub in value.values():
+                    _keywords(sub, found)
+            elif keyword in _SCHEMA_ONE:
+                _keywords(value, found)
+            elif keyword in _SCHEMA_LISTS:
+                for sub in value:
+                    _keywords(sub, found)
+    return found
+
+
+def test_every_keyword_a_contract_uses_is_one_the_fast_engine_is_shown_to_enforce():
+    used: set[str] = set()
+    for name in contracts.schema_names():
+        _keywords(contracts.load(name), used)
+    assert "additionalProperties" in used and "if" in used  # the walk reaches into the schemas
+    unproven = sorted(used - ANNOTATIONS - set(PROBES))
+    assert unproven == [], f"add a probe below for each before a contract relies on it: {unproven}"
+
+
+@pytest.mark.parametrize("keyword", sorted(PROBES))
+def test_the_fast_engine_enforces_each_probed_keyword_as_the_reference_does(keyword):
+    import jsonschema_rs
+
+    schema, refused, accepted = PROBES[keyword]
+    schema = {"$schema": contracts.META_SCHEMA, **schema}
+    fast = jsonschema_rs.Draft202012Validator(schema, validate_formats=True, formats=contracts.FORMATS)
+    reference = Draft202012Validator(schema, format_checker=contracts.format_checker())
+    assert (fast.is_valid(refused), reference.is_valid(refused)) == (False, False)
+    assert (fast.is_valid(accepted), reference.is_valid(accepted)) == (True, True)
+
+
+def test_a_lone_surrogate_the_fast_engine_cannot_take_is_judged_by_the_reference():
+    # `svc validate` may read such a string from a file (the API refuses it before validation).
+    assert contracts.conforms("writing-notify.json", {"status": "FAIL_QA", "items": [{"title": "a\ud800"}]})
+    assert not contracts.conforms("writing-notify.json", {"status": "FAIL_\ud800"})
+    assert [v.path for v in contracts.violations("writing-notify.json", {"status": "FAIL_\ud800"})] == ["/status"]
