@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -74,27 +76,48 @@ def parse_json(data: bytes) -> Any:
                 f"the request body holds the NUL character (U+0000) in {len(found)} string(s); it cannot be stored",
                 errors=[{"path": pointer, "message": "contains the NUL character (U+0000)"} for pointer in found],
             )
+    # An escape may also name half of a UTF-16 surrogate pair alone (\ud800); that is no text, and neither the
+    # database nor the UTF-8 a webhook's body is hashed as can hold it. A whole pair decodes to one character.
+    if "\\ud" in text or "\\uD" in text:
+        found = _nul_pointers(document, bad=_LONE_SURROGATE.search)
+        if found:
+            raise Problem(
+                400,
+                "bad-request",
+                f"the request body holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair) in "
+                f"{len(found)} string(s); it is not text and cannot be stored",
+                errors=[{"path": pointer, "message": "contains a lone UTF-16 surrogate"} for pointer in found],
+            )
     return document
 
 
-def _nul_pointers(document: Any, limit: int = 20) -> list[str]:
-    """JSON pointers of the strings (member names included) that hold U+0000; iterative, like `_depth`."""
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _nul_pointers(document: Any, limit: int = 20, bad: Callable[[str], Any] = lambda s: "\x00" in s) -> list[str]:
+    """JSON pointers of the strings (member names included) that hold U+0000 (or that `bad` finds wrong);
+    iterative, like `_depth`."""
     found: list[str] = []
     stack: list[tuple[Any, str]] = [(document, "")]
     while stack and len(found) < limit:
         node, pointer = stack.pop()
         if isinstance(node, str):
-            if "\x00" in node:
+            if bad(node):
                 found.append(pointer)
         elif isinstance(node, dict):
             for key, value in node.items():
-                child = pointer + "/" + key.replace("~", "~0").replace("/", "~1").replace("\x00", "\\u0000")
-                if "\x00" in key:
+                child = pointer + "/" + _escaped(key.replace("~", "~0").replace("/", "~1"))
+                if bad(key):
                     found.append(child)
                 stack.append((value, child))
         elif isinstance(node, list):
             stack.extend((value, f"{pointer}/{i}") for i, value in enumerate(node))
     return sorted(found)
+
+
+def _escaped(name: str) -> str:
+    """A member name as it can be shown: U+0000 and lone surrogates written as their JSON escapes."""
+    return re.sub("[\\x00\\ud800-\\udfff]", lambda m: f"\\u{ord(m.group()):04x}", name)
 
 
 def _reject_constant(name: str) -> Any:

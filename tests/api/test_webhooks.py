@@ -206,6 +206,16 @@ def test_a_form_encoded_delivery_without_one_json_payload_is_400_and_recorded_no
     assert decisions(api) == []
 
 
+def test_a_signed_body_holding_a_lone_surrogate_escape_is_400_and_recorded_nowhere(api):
+    # It was a 500: the same-event key hashes the body as UTF-8 text, which cannot hold half a surrogate pair.
+    text = raw_example("payloads/github/pull_request.opened.json").decode()
+    body = text.replace('"title": "', '"title": "\\udc80', 1).encode()
+    result = send(api, "forge", body, github_headers("pull_request", "lone-surrogate", body))
+    assert result.status_code == 400
+    assert result.json["errors"] == [{"path": "/pull_request/title", "message": "contains a lone UTF-16 surrogate"}]
+    assert decisions(api) == []
+
+
 def test_a_github_delivery_replayed_under_another_delivery_id_is_the_same_event(api):
     # X-GitHub-Delivery is not signed: anyone who saw a delivery can send its signed body again under a new id.
     body = raw_example("payloads/github/workflow_run.completed-failure.json")
