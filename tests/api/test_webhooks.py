@@ -279,6 +279,10 @@ def pr_with(branch: str, title: str, number: int = 42) -> bytes:
         ("gh-readonly-queue/main/pr-42-6dcb09b5b57875f334f61aebed695e2e4193db5e", "Login form keeps the email"),
         ("fix-encoding", "Fix UTF-8 handling"),
         ("hashing", "Upgrade to SHA-256"),
+        # PORT-12 is on the board, but not inside another word, nor in a title written in lower case.
+        ("xport-12-csv", "Xport: write the CSV header once"),
+        ("export/sport-12", "EXPORT-12 dialog"),
+        ("fix-login", "port-12 login keeps the email"),
     ],
 )
 def test_a_word_number_whose_prefix_the_board_does_not_know_names_no_ticket(api, branch, title):
@@ -314,6 +318,9 @@ def test_dependabots_own_delivery_names_no_ticket(api):
         ("port-12-login", "PORT-12"),  # a ticket on the board
         ("feature/PORT-99", "PORT-99"),  # not on the board yet, but its prefix is the board's
         ("hotfix/port-12_typo", "PORT-12"),
+        # Several candidates: the first whose prefix the board knows, after any it does not.
+        ("release-2026/port-12-login", "PORT-12"),
+        ("dependabot/lodash-4.17.21/PORT-12_PORT-13", "PORT-12"),
     ],
 )
 def test_a_key_whose_prefix_the_board_knows_names_its_ticket(api, branch, key):
