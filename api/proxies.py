@@ -56,8 +56,30 @@ class TrustedProxies:
         return any(address in network for network in self.networks)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        handler = self._believing if self.trusts(environ.get("REMOTE_ADDR") or "") else self._doubting
-        return handler(environ, start_response)
+        if not self.trusts(environ.get("REMOTE_ADDR") or ""):
+            return self._doubting(environ, start_response)
+        if "HTTP_X_FORWARDED_FOR" in environ:
+            environ["HTTP_X_FORWARDED_FOR"] = ",".join(
+                _plain_hop(h) for h in environ["HTTP_X_FORWARDED_FOR"].split(",")
+            )
+        return self._believing(environ, start_response)
+
+
+def _plain_hop(hop: str) -> str:
+    """One X-Forwarded-For entry in a form waitress reads as one address: `a.b.c.d` for `::ffff:a.b.c.d` (an IPv4
+    client seen by a dual-stack proxy) and `[v6]` for `[v6]:port`. waitress splits the first at its last colon
+    (address `::ffff`: every IPv4 client in one lockout bucket) and keeps the second whole (the port in the
+    address: every connection a bucket of its own). Anything else is left as it is."""
+    text = hop.strip()
+    if text.startswith("[") and "]:" in text:
+        text = text[: text.index("]") + 1]
+    try:
+        address = ipaddress.ip_address(text.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return hop
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return text
 
 
 def describe(config: Config) -> str:

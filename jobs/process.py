@@ -242,18 +242,22 @@ class JobsProcess:
         # Short waits: the main thread must stay free to take SIGTERM, and see the workers end.
         self._pause.wait(timeout=min(max(idle if idle is not None else 0.1, 0.05), 0.5))
 
+    # The clock (`schedule`) plans its wakes by the wall clock, so a step of it back (NTP correcting a clock that ran
+    # ahead, a restored snapshot) moves every planned wake that far away. A worker therefore waits at most its own
+    # interval for a wake, and never longer than that for the clock.
+
     def _work(self, worker: Worker, wake: threading.Event, first_pass: threading.Event) -> None:
         while not self.stopping.is_set():
             more = self._guarded(worker.name, worker.step)
             first_pass.set()
             if not more:
-                wake.wait()
+                wake.wait(timeout=worker.every)
             wake.clear()
         first_pass.set()
 
     def _beat(self, wake: threading.Event, done: threading.Event) -> None:
         while True:
-            wake.wait()
+            wake.wait(timeout=HEARTBEAT_SECONDS)
             wake.clear()
             if done.is_set():
                 return

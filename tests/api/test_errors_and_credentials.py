@@ -177,6 +177,20 @@ def test_an_unpaired_surrogate_in_a_json_string_is_400_and_records_nothing(api, 
     assert paired.status_code == 422  # a whole pair is one character (and "x" is no field of a ticket)
 
 
+def test_a_whole_surrogate_pair_is_an_ordinary_character_and_half_of_one_is_refused(api, initiative):
+    # JSON's \\uXXXX escapes can name half of a UTF-16 surrogate pair alone; no UTF-8 text holds one, so storing
+    # it (or hashing a webhook's body) failed with a 500. A whole pair is an ordinary character.
+    body = b'{"key": "PORT-1", "initiative_id": "port", "title": "a\\ud800b"}'
+    result = api.post("/api/v1/tickets", body=body, headers={"Content-Type": "application/json"})
+    assert result.status_code == 400
+    assert result.headers["content-type"] == "application/problem+json"
+    assert [e["path"] for e in result.json["errors"]] == ["/title"]
+    assert nothing_created(api)
+    paired = b'{"key": "PORT-1", "initiative_id": "port", "title": "a \\ud83d\\ude80 b"}'
+    created = api.post("/api/v1/tickets", body=paired, headers={"Content-Type": "application/json"})
+    assert created.status_code == 201 and created.json["title"] == "a \U0001f680 b"
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [

@@ -67,3 +67,20 @@ def test_an_rfc_7239_forwarded_header_when_that_is_the_one_trusted():
     )
     assert (addr, scheme) == ("2001:db8:cafe::17", "https")
     assert "HTTP_X_FORWARDED_FOR" not in left  # not the header this deployment trusts
+
+
+@pytest.mark.parametrize(
+    ("written", "client"),
+    [
+        # A dual-stack proxy (nginx on [::]:443 ipv6only=off, Node) sees an IPv4 client as IPv4-mapped IPv6.
+        ("::ffff:203.0.113.5", "203.0.113.5"),
+        ("198.51.100.9, ::ffff:203.0.113.5", "203.0.113.5"),
+        # Some load balancers write the client's port too; the IPv4 form waitress reads, the IPv6 one it did not.
+        ("[2001:db8:cafe::17]:51234", "2001:db8:cafe::17"),
+    ],
+)
+def test_the_client_is_one_address_however_the_trusted_proxy_writes_it(written, client):
+    # waitress splits `::ffff:203.0.113.5` at its last colon ("::ffff", port "203.0.113.5"), which put every IPv4
+    # client in one lockout bucket, and kept `[v6]:port` whole, which gave every connection a bucket of its own.
+    addr, _, _ = seen_by_the_app(["10.0.0.0/24"], "10.0.0.7", {"X-Forwarded-For": written})
+    assert addr == client

@@ -206,6 +206,17 @@ def test_a_form_encoded_delivery_without_one_json_payload_is_400_and_recorded_no
     assert decisions(api) == []
 
 
+def test_a_signed_body_holding_a_lone_surrogate_escape_is_400_and_recorded_nowhere(api):
+    # It was a 500: the same-event key hashes the body as UTF-8 text, which cannot hold half a surrogate pair.
+    text = raw_example("payloads/github/pull_request.opened.json").decode()
+    body = text.replace('"title": "', '"title": "\\udc80', 1).encode()
+    result = send(api, "forge", body, github_headers("pull_request", "lone-surrogate", body))
+    assert result.status_code == 400
+    unpaired = {"path": "/pull_request/title", "message": "contains an unpaired UTF-16 surrogate"}
+    assert result.json["errors"] == [unpaired]
+    assert decisions(api) == []
+
+
 def test_a_github_delivery_replayed_under_another_delivery_id_is_the_same_event(api):
     # X-GitHub-Delivery is not signed: anyone who saw a delivery can send its signed body again under a new id.
     body = raw_example("payloads/github/workflow_run.completed-failure.json")
@@ -269,6 +280,10 @@ def pr_with(branch: str, title: str, number: int = 42) -> bytes:
         ("gh-readonly-queue/main/pr-42-6dcb09b5b57875f334f61aebed695e2e4193db5e", "Login form keeps the email"),
         ("fix-encoding", "Fix UTF-8 handling"),
         ("hashing", "Upgrade to SHA-256"),
+        # PORT-12 is on the board, but not inside another word, nor in a title written in lower case.
+        ("xport-12-csv", "Xport: write the CSV header once"),
+        ("export/sport-12", "EXPORT-12 dialog"),
+        ("fix-login", "port-12 login keeps the email"),
     ],
 )
 def test_a_word_number_whose_prefix_the_board_does_not_know_names_no_ticket(api, branch, title):
@@ -304,6 +319,9 @@ def test_dependabots_own_delivery_names_no_ticket(api):
         ("port-12-login", "PORT-12"),  # a ticket on the board
         ("feature/PORT-99", "PORT-99"),  # not on the board yet, but its prefix is the board's
         ("hotfix/port-12_typo", "PORT-12"),
+        # Several candidates: the first whose prefix the board knows, after any it does not.
+        ("release-2026/port-12-login", "PORT-12"),
+        ("dependabot/lodash-4.17.21/PORT-12_PORT-13", "PORT-12"),
     ],
 )
 def test_a_key_whose_prefix_the_board_knows_names_its_ticket(api, branch, key):
