@@ -220,8 +220,10 @@ class TicketPage:
         now = self.clock()
         act = can_act(req)
         # The automation setting too: it decides whether WRITING-DAILY reads as needing someone.
-        tag = freshness.etag(marks=self.board.ticket_marks(key, ("settings",)), now=now, person=person(req))
-        if freshness.unchanged(req, resp, tag):
+        marks = self.board.ticket_marks(key, ("settings",))
+        tag = freshness.etag(marks=marks, now=now, person=person(req))
+        # Every ticket has a timeline entry (its creation); a key with none names no ticket, which `*` never matches.
+        if freshness.unchanged(req, resp, tag, exists=marks[0] is not None):
             return
         try:
             ticket, _ = self.board.ticket(key)

@@ -180,3 +180,12 @@ def test_an_unknown_ticket_page_carries_no_tag(board):
     answer = board.api.get("/tickets/NOPE-1")
     assert answer.status_code == 404
     assert "etag" not in answer.headers
+
+
+def test_an_unknown_ticket_is_not_matched_by_a_star(board):
+    # `If-None-Match: *` matches only a resource that has a current representation (RFC 9110, 13.1.2): a ticket
+    # that does not exist answers its 404 page, never a 304 that would tell a client it has the page already.
+    answer = again(board.api, "/tickets/NOPE-1", "*")
+    assert answer.status_code == 404
+    assert "No ticket NOPE-1 on the board" in answer.text
+    assert again(board.api, "/tickets/PORT-1", "*").status_code == 304
