@@ -42,6 +42,9 @@ def _count(model, what: str = "*") -> str:
 PARTS: dict[str, tuple[str, ...]] = {
     # The newest timeline entry, and how many tickets there are (the stage counts: ten rows at most).
     "tickets": (_max(TimelineEntry, "id"), f'(SELECT SUM("tickets") FROM {_table(StageCount)})'),
+    # How many tickets there are, alone: which keys are tickets on the board, and no more (tickets are never
+    # deleted one by one).
+    "ticket_count": (f'(SELECT SUM("tickets") FROM {_table(StageCount)})',),
     "runs": (_max(AgentRun, "id"),),
     "settings": (_max(Setting, "updated_at"),),
     "wallet": (_max(Wallet, "updated_at"),),

@@ -37,7 +37,8 @@ LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
 BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives")
 NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
-DECISIONS_PARTS = ("decisions",)
+# A decision links to its subject's ticket page once that ticket exists.
+DECISIONS_PARTS = ("decisions", "ticket_count")
 
 _IF_NONE_MATCH = Param(
     "If-None-Match",

@@ -189,3 +189,21 @@ def test_an_unknown_ticket_is_not_matched_by_a_star(board):
     assert answer.status_code == 404
     assert "No ticket NOPE-1 on the board" in answer.text
     assert again(board.api, "/tickets/PORT-1", "*").status_code == 304
+
+
+def test_the_decisions_page_moves_when_a_decisions_subject_becomes_a_ticket(board):
+    # A decision's subject links to its ticket page once that ticket is on the board: a new ticket changes the page.
+    post_a_decision(board)  # about PORT-1, on the board
+    envelope_about_port_9 = board.api.get("/api/v1/router/decisions").json["decisions"][0]["envelope"]
+    envelope_about_port_9 |= {"id": "poller:PORT-9:1", "subject": {"type": "ticket", "id": "PORT-9"}}
+    assert board.api.post("/api/v1/events", json=envelope_about_port_9, auth="ci").status_code == 202
+    tag = tag_of(board.api, "/decisions")
+    assert '<a href="/tickets/PORT-9">' not in board.api.get("/decisions").text
+    board.ticket("PORT-9", stage="agreement")
+    answer = again(board.api, "/decisions", tag)
+    assert answer.status_code == 200
+    assert '<a href="/tickets/PORT-9">' in answer.text
+    # A move changes no link: the page stays as it was.
+    tag = answer.headers["etag"]
+    board.move("PORT-2", "execute")
+    assert again(board.api, "/decisions", tag).status_code == 304
