@@ -291,6 +291,34 @@ def test_two_pages_stay_current_without_losing_a_half_filled_form_or_an_open_men
     context_b.close()
 
 
+def test_a_field_left_half_filled_costs_304s_not_whole_pages(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    answers = []
+    page.on("response", lambda response: answers.append(response.status) if response.url == server + "/" else None)
+    page.get_by_label("Budget").fill("123")  # typed, never sent: the person went for a coffee
+    api(server, "PUT", "/api/v1/wallet", {"budget": 10, "spent": 1, "locked": False})
+    expect(page.locator("#wallet .wallet-figures")).to_contain_text("10.00 %", timeout=LIVE)
+    # The rest of the page took the change; the field the person typed in is theirs until they are done with it.
+    assert page.get_by_label("Budget").input_value() == "123"
+    # And from then on the idle page costs what an idle page costs: 304s, not the whole board every 2 s (one
+    # whole page is fair when the minute turns: the page says "3 minutes ago").
+    answers.clear()
+    for _ in range(4):
+        with page.expect_response(server + "/", timeout=LIVE):
+            pass
+    assert answers.count(304) >= 3 and answers.count(200) <= 1, answers
+    # Another change still shows, and the person's figure is still theirs.
+    api(server, "POST", "/api/v1/tickets/PORT-2/move", {"to": "ci"})
+    card(page, "ci", "PORT-2").wait_for(timeout=LIVE)
+    assert page.get_by_label("Budget").input_value() == "123"
+    # Once they send it, it is the wallet's.
+    page.get_by_role("button", name="Save budget and spent").click()
+    expect(page.locator("#wallet .wallet-figures")).to_contain_text("budget of 123.00", timeout=LIVE)
+    assert wallet(server)["budget"] == 123.0
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
+
+
 def test_a_hidden_tab_asks_for_nothing_and_catches_up_when_shown(chromium, server):
     context, page = open_page(chromium, server + "/")
     asked = []
