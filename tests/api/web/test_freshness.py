@@ -207,3 +207,26 @@ def test_the_decisions_page_moves_when_a_decisions_subject_becomes_a_ticket(boar
     tag = answer.headers["etag"]
     board.move("PORT-2", "execute")
     assert again(board.api, "/decisions", tag).status_code == 304
+
+
+def test_people_never_share_a_tag(board, app):
+    # A viewer's page has no controls and says "can look, not change"; another operator's says their own name: a
+    # tag one of them holds must never answer another's request with a 304.
+    from svc import accounts
+
+    from conftest import CI_SECRET
+    from testclient import ApiClient
+
+    accounts.add("vera", "viewer", "vera-password-1")
+    accounts.add("olga", "operator", "olga-password-1")
+    viewer = ApiClient(app, basic="vera:vera-password-1", ci_secret=CI_SECRET)
+    operator = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
+    for path in PAGES:
+        tags = {
+            who: tag_of(client, path) for who, client in [("admin", board.api), ("vera", viewer), ("olga", operator)]
+        }
+        assert len(set(tags.values())) == 3, (path, tags)
+        assert again(viewer, path, tags["admin"]).status_code == 200
+        assert again(board.api, path, tags["vera"]).status_code == 200
+        assert again(operator, path, tags["admin"]).status_code == 200
+        assert again(viewer, path, tags["vera"]).status_code == 304
