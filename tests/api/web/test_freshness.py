@@ -230,3 +230,35 @@ def test_people_never_share_a_tag(board, app):
         assert again(board.api, path, tags["vera"]).status_code == 200
         assert again(operator, path, tags["admin"]).status_code == 200
         assert again(viewer, path, tags["vera"]).status_code == 304
+
+
+def needs_you_on_the_board(api) -> list[str]:
+    section = api.get("/").text.split('id="needs-you"', 1)[1].split("</section>", 1)[0]
+    return re.findall(r'data-key="([^"]+)"', section)
+
+
+def test_a_change_committed_after_a_newer_one_still_moves_the_tag(board, config, clock):
+    # On PostgreSQL an id is taken when a row is inserted, not when its transaction commits: another process's
+    # change (its timeline entry id N) may commit after a move whose entry is N+1 has. A page read between the two
+    # commits must not keep answering 304 once the first one lands.
+    from storage.db import is_postgres
+
+    if not is_postgres():
+        pytest.skip("SQLite lets one writer at a time, so its ids are committed in their order")
+    import psycopg
+
+    with psycopg.connect(config.database_url) as slower:  # say, the jobs process, half-way through a change
+        slower.execute(
+            "UPDATE ticket SET waiting_on = %s, needs_you = true, version = version + 1 WHERE key = %s",
+            ("agent", "PORT-2"),
+        )
+        slower.execute(
+            "INSERT INTO timeline_entry (ticket_key, at, kind, summary, data) VALUES (%s, %s, %s, %s, NULL)",
+            ("PORT-2", clock().replace(tzinfo=None), "stage_changed", "queued → queued by the jobs process"),
+        )
+        board.move("PORT-1", "execute")  # a person's move, committed first, with the newer id
+        tags = {path: tag_of(board.api, path) for path in ["/", "/fragments/needs-you", "/tickets/PORT-2"]}
+        assert "PORT-2" not in needs_you_on_the_board(board.api)
+        slower.commit()
+    assert "PORT-2" in needs_you_on_the_board(board.api)
+    assert {path: again(board.api, path, tag).status_code for path, tag in tags.items()} == dict.fromkeys(tags, 200)
