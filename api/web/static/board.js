@@ -148,6 +148,12 @@ async function toggleAutomation(event) {
   const box = event.target;
   const wanted = box.checked;
   const state = document.getElementById("writing-automation-state");
+  // A refusal is said beside the checkbox, like every other control's.
+  const problem = document.getElementById("writing-automation-problem");
+  if (problem) {
+    problem.textContent = "";
+    problem.hidden = true;
+  }
   box.disabled = true;
   try {
     const response = await fetch(box.dataset.endpoint, {
@@ -170,8 +176,12 @@ async function toggleAutomation(event) {
     announce("Writing automation is " + (answer.enabled ? "on" : "off") + ".");
   } catch (error) {
     box.checked = !wanted;
-    announce("Could not change writing automation: " + error.message);
-    window.alert("Could not change writing automation: " + error.message);
+    const text = "Could not change writing automation: " + error.message;
+    if (problem) {
+      problem.textContent = text;
+      problem.hidden = false;
+    }
+    announce(text);
   } finally {
     box.disabled = false;
   }
