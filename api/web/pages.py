@@ -342,7 +342,8 @@ class DecisionsPage:
 
 
 def _query_value(value: str | datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else value
+    # A time in UTC, as given: to the microsecond (a filter cut to the second would widen on the older pages).
+    return value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else value
 
 
 class Static:
