@@ -2,7 +2,8 @@
 
 The web board's pages answer `If-None-Match` with 304 while these stand still, so an idle page costs one
 statement, never a render. Each mark comes from what the store keeps anyway: the newest id of an append-only
-table (an index's last entry), the maintained stage counts, and the `updated_at` of tables of a few rows.
+table (an index's last entry) and how many of the ids just below it are there, the maintained stage counts,
+and the `updated_at` of tables of a few rows.
 Every change to a ticket writes exactly one timeline entry (a stage change, a claim, a release, a receipt, the
 automation toggle's audit), so the newest entry's id stands for all of them.
 """
@@ -34,15 +35,36 @@ def _max(model, column: str) -> str:
     return f'(SELECT MAX("{column}") FROM {_table(model)})'
 
 
+# On PostgreSQL an id is taken when a row is inserted, not when its transaction commits: a change whose entry is
+# id 100 may commit after one with id 101 has, and the newest id would not move when it lands. How many of the
+# last WINDOW ids are there moves then. (A transaction that stays open while WINDOW more rows are written is
+# caught by the minute in the page's tag.) Each count is a short range of an index: the primary key, or the
+# (ticket, id) and (subject, id) indexes with `where`.
+WINDOW = 64
+
+
+def _newest(model, where: str = "") -> tuple[str, str]:
+    """The newest id of an append-only table (of its rows matching `where`, one `?` in it) and how many of the
+    last WINDOW ids are visible."""
+    only = f" WHERE {where}" if where else ""
+    newest = f'(SELECT MAX("id") FROM {_table(model)}{only})'
+    also = f" AND {where}" if where else ""
+    return newest, f'(SELECT COUNT(*) FROM {_table(model)} WHERE "id" > {newest} - {WINDOW}{also})'
+
+
 def _count(model, what: str = "*") -> str:
     return f"(SELECT COUNT({what}) FROM {_table(model)})"
 
 
-# One scalar subquery per mark; every one is an index's last entry or a table of a handful of rows.
+# One scalar subquery per mark; every one is an index's last entry (or a short range of it) or a table of a
+# handful of rows.
 PARTS: dict[str, tuple[str, ...]] = {
     # The newest timeline entry, and how many tickets there are (the stage counts: ten rows at most).
-    "tickets": (_max(TimelineEntry, "id"), f'(SELECT SUM("tickets") FROM {_table(StageCount)})'),
-    "runs": (_max(AgentRun, "id"),),
+    "tickets": (*_newest(TimelineEntry), f'(SELECT SUM("tickets") FROM {_table(StageCount)})'),
+    # How many tickets there are, alone: which keys are tickets on the board, and no more (tickets are never
+    # deleted one by one).
+    "ticket_count": (f'(SELECT SUM("tickets") FROM {_table(StageCount)})',),
+    "runs": _newest(AgentRun),
     "settings": (_max(Setting, "updated_at"),),
     "wallet": (_max(Wallet, "updated_at"),),
     # Bays are few. A wipe's lease writes no timeline entry (the release does, when it is done), so the slot
@@ -56,7 +78,7 @@ PARTS: dict[str, tuple[str, ...]] = {
         _count(SlotClaim),
     ),
     "initiatives": (_count(Initiative), _max(Initiative, "updated_at")),
-    "decisions": (_max(RouterDecision, "id"),),
+    "decisions": _newest(RouterDecision),
 }
 
 
@@ -72,9 +94,10 @@ def ticket_marks(key: str, parts: Iterable[str] = ()) -> tuple[Any, ...]:
     newest decision about it, each the last entry of an index on (ticket, id) and (subject, id) — and those of
     `parts`, in one statement."""
     names = tuple(parts)
-    sql = (
-        f'SELECT (SELECT MAX("id") FROM {_table(TimelineEntry)} WHERE "ticket_key" = ?), '
-        f'(SELECT MAX("id") FROM {_table(RouterDecision)} WHERE "subject_id" = ?)'
-    )
+    entries = _newest(TimelineEntry, '"ticket_key" = ?')
+    decisions = _newest(RouterDecision, '"subject_id" = ?')
+    # The ticket's newest entry first: None says there is no such ticket (every ticket has its creation entry).
+    sql = "SELECT " + ", ".join((*entries, *decisions))
     sql += "".join(", " + column for name in names for column in PARTS[name])
-    return statements.row(("freshness_ticket", names), sql, [key, key])
+    # Every placeholder is the ticket's key (the parts have none).
+    return statements.row(("freshness_ticket", names), sql, [key] * sql.count("?"))

@@ -44,15 +44,17 @@ def etag(*, marks: Iterable[Any], now: datetime, person: Any, extra: Iterable[An
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def unchanged(req: falcon.Request, resp: falcon.Response, tag: str) -> bool:
+def unchanged(req: falcon.Request, resp: falcon.Response, tag: str, *, exists: bool = True) -> bool:
     """Set the page's `ETag`; when the request's `If-None-Match` names it (or `*`), answer 304 and return True.
 
-    Comparison is weak, as RFC 9110 has it for `If-None-Match`.
+    Comparison is weak, as RFC 9110 has it for `If-None-Match`. `*` matches only a page that `exists` (a ticket
+    page's ticket may not): RFC 9110 has it match any current representation, and a 404 is none.
     """
     resp.set_header("ETag", f'W/"{tag}"')
     resp.set_header("Cache-Control", "no-store")
     given = req.if_none_match or []
-    if any(str(candidate) in {tag, "*"} for candidate in given):
+    matching = {tag, "*"} if exists else {tag}
+    if any(str(candidate) in matching for candidate in given):
         resp.status = falcon.HTTP_304
         return True
     return False

@@ -37,7 +37,8 @@ LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
 BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives")
 NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
-DECISIONS_PARTS = ("decisions",)
+# A decision links to its subject's ticket page once that ticket exists.
+DECISIONS_PARTS = ("decisions", "ticket_count")
 
 _IF_NONE_MATCH = Param(
     "If-None-Match",
@@ -220,8 +221,10 @@ class TicketPage:
         now = self.clock()
         act = can_act(req)
         # The automation setting too: it decides whether WRITING-DAILY reads as needing someone.
-        tag = freshness.etag(marks=self.board.ticket_marks(key, ("settings",)), now=now, person=person(req))
-        if freshness.unchanged(req, resp, tag):
+        marks = self.board.ticket_marks(key, ("settings",))
+        tag = freshness.etag(marks=marks, now=now, person=person(req))
+        # Every ticket has a timeline entry (its creation); a key with none names no ticket, which `*` never matches.
+        if freshness.unchanged(req, resp, tag, exists=marks[0] is not None):
             return
         try:
             ticket, _ = self.board.ticket(key)
@@ -339,7 +342,8 @@ class DecisionsPage:
 
 
 def _query_value(value: str | datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else value
+    # A time in UTC, as given: to the microsecond (a filter cut to the second would widen on the older pages).
+    return value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else value
 
 
 class Static:

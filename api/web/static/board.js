@@ -130,6 +130,7 @@ async function submitAction(event) {
     if (focusAfter && form.contains(document.activeElement)) document.activeElement.blur();
     announce(form.dataset.done || "Done.");
     form.removeAttribute("aria-busy");
+    release(); // a round that came back while the form was on its way left it as it was: take all of it now
     await refreshNow();
     const target = focusAfter && document.querySelector(focusAfter);
     if (target) target.focus();
@@ -139,6 +140,7 @@ async function submitAction(event) {
     announce("Could not reach the service: " + error.message);
   } finally {
     form.removeAttribute("aria-busy");
+    release();
   }
 }
 
@@ -146,6 +148,12 @@ async function toggleAutomation(event) {
   const box = event.target;
   const wanted = box.checked;
   const state = document.getElementById("writing-automation-state");
+  // A refusal is said beside the checkbox, like every other control's.
+  const problem = document.getElementById("writing-automation-problem");
+  if (problem) {
+    problem.textContent = "";
+    problem.hidden = true;
+  }
   box.disabled = true;
   try {
     const response = await fetch(box.dataset.endpoint, {
@@ -168,8 +176,12 @@ async function toggleAutomation(event) {
     announce("Writing automation is " + (answer.enabled ? "on" : "off") + ".");
   } catch (error) {
     box.checked = !wanted;
-    announce("Could not change writing automation: " + error.message);
-    window.alert("Could not change writing automation: " + error.message);
+    const text = "Could not change writing automation: " + error.message;
+    if (problem) {
+      problem.textContent = text;
+      problem.hidden = false;
+    }
+    announce(text);
   } finally {
     box.disabled = false;
   }
@@ -294,15 +306,24 @@ function mergeChildren(old, fresh) {
 let etag = null;
 let timer = null;
 let inFlight = null;
+// The last merge left something as the person has it (a control they changed, an open menu, the focus, a form
+// on its way). The page takes the new tag all the same, so while they leave it so it asks at 304 cost; once they
+// let go of something (the focus moves, a menu closes, a form is sent or reset) the next round asks for the
+// whole page again and merges what was left.
+let behind = false;
+let letGo = false;
+
+function release() {
+  letGo = true;
+}
 
 async function refresh() {
   const main = document.getElementById("main");
   if (!main || !etag) return;
-  const response = await fetch(window.location.href, {
-    credentials: "same-origin",
-    cache: "no-store",
-    headers: { "If-None-Match": etag, Accept: "text/html" },
-  });
+  const whole = behind && letGo;
+  letGo = false;
+  const headers = whole ? { Accept: "text/html" } : { "If-None-Match": etag, Accept: "text/html" };
+  const response = await fetch(window.location.href, { credentials: "same-origin", cache: "no-store", headers });
   if (response.status === 401 || response.status === 403 || response.status === 429) {
     // Asking again with credentials the service refuses would only count as more failed sign-ins (and lock
     // this address out): stop, and say so.
@@ -320,8 +341,8 @@ async function refresh() {
   if (!fresh) return;
   const [, complete] = merge(main, fresh);
   for (const control of edited) if (!control.isConnected) edited.delete(control);
-  // What was left as the person had it is merged on a later round: keep asking until it all fits.
-  if (complete) etag = response.headers.get("ETag") || fresh.dataset.etag || etag;
+  etag = response.headers.get("ETag") || fresh.dataset.etag || etag;
+  behind = !complete;
 }
 
 let again = false;
@@ -367,7 +388,12 @@ document.addEventListener("DOMContentLoaded", () => {
     const control = event.target;
     if (control.form && control.type !== "hidden") edited.add(control);
   });
-  document.addEventListener("reset", (event) => settleForm(event.target));
+  document.addEventListener("reset", (event) => {
+    settleForm(event.target);
+    release();
+  });
+  document.addEventListener("focusout", release);
+  document.addEventListener("toggle", release, true); // a menu opened or closed (toggle does not bubble)
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") refreshNow().then(schedule);
     else schedule();

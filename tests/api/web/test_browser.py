@@ -6,6 +6,7 @@ action a person takes on the page, the live refresh and the accessibility check:
 
 import pytest
 import requests
+from playwright.sync_api import expect
 
 from browser_kit import CI_SECRET, PASSWORD, USER
 from events_kit import example
@@ -98,6 +99,31 @@ def test_toggling_automation_hides_and_restores_the_writing_ticket(chromium, ser
 
     page.reload()  # and it stays so after a reload
     assert page.get_by_label("Writing automation (scheduled catch-up)").is_checked()
+    context.close()
+
+
+def test_a_refused_automation_change_says_why_beside_the_checkbox(chromium, server):
+    context = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD})
+    page = context.new_page()
+    page.goto(server + "/")
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    # The service refuses this one change (as it would a credential it no longer knows, or a lockout).
+    refusal = {"type": "about:blank", "title": "Conflict", "status": 409, "detail": "the service said no, and why"}
+    page.route(
+        server + "/api/v1/agents/writing/automation",
+        lambda route: route.fulfill(status=409, content_type="application/problem+json", json=refusal),
+    )
+    page.get_by_label("Writing automation (scheduled catch-up)").uncheck()
+    problem = page.locator("#writing-automation-problem")
+    expect(problem).to_contain_text("the service said no, and why")
+    assert page.get_by_label("Writing automation (scheduled catch-up)").is_checked()  # as it still is
+    assert page.locator("#writing-automation-state").inner_text() == "on"
+    assert dialogs == []  # said beside the control, not in a dialog the person must dismiss first
+    page.unroute(server + "/api/v1/agents/writing/automation")
+    page.get_by_label("Writing automation (scheduled catch-up)").uncheck()  # and once it goes through, it is gone
+    expect(page.locator("#writing-automation-state")).to_have_text("off")
+    expect(problem).to_be_hidden()
     context.close()
 
 

@@ -167,6 +167,25 @@ def test_older_decisions_are_a_link_away_and_the_filter_stays(routed):
     assert "/decisions?outcome=no_action" in second.links  # back to the newest
 
 
+def test_older_pages_keep_a_since_filter_to_the_microsecond(routed, clock):
+    # A time pasted from the API (evaluated_at has microseconds): the older pages must hold the same filter, not
+    # one cut to the second that lets in the decisions from the half second before it.
+    since = clock.advance(microseconds=250_000)
+    clock.advance(microseconds=250_000)
+    batch = []
+    for n in range(55):
+        envelope = copy.deepcopy(example(MAPPING + "2-forge-synchronized-agent-await-ci.json"))
+        envelope["id"] = f"github:push-{n}"
+        batch.append(envelope)
+    assert routed.post("/api/v1/events", json={"events": batch}, auth="ci").json["accepted"] == 55
+    stamp = since.isoformat().replace("+00:00", "Z")
+    first = page(routed, "?since=" + stamp)
+    assert len(first.decisions) == 50
+    older = next(link for link in first.links if "cursor=" in link)
+    second = page(routed, older.removeprefix("/decisions"))
+    assert len(second.decisions) == 55 - 50  # the pushes only: the earlier decisions are before `since`
+
+
 def test_a_filter_value_the_form_never_sends_is_refused(routed):
     result = routed.get("/decisions?outcome=dispatched")
     assert result.status_code == 400

@@ -180,3 +180,85 @@ def test_an_unknown_ticket_page_carries_no_tag(board):
     answer = board.api.get("/tickets/NOPE-1")
     assert answer.status_code == 404
     assert "etag" not in answer.headers
+
+
+def test_an_unknown_ticket_is_not_matched_by_a_star(board):
+    # `If-None-Match: *` matches only a resource that has a current representation (RFC 9110, 13.1.2): a ticket
+    # that does not exist answers its 404 page, never a 304 that would tell a client it has the page already.
+    answer = again(board.api, "/tickets/NOPE-1", "*")
+    assert answer.status_code == 404
+    assert "No ticket NOPE-1 on the board" in answer.text
+    assert again(board.api, "/tickets/PORT-1", "*").status_code == 304
+
+
+def test_the_decisions_page_moves_when_a_decisions_subject_becomes_a_ticket(board):
+    # A decision's subject links to its ticket page once that ticket is on the board: a new ticket changes the page.
+    post_a_decision(board)  # about PORT-1, on the board
+    envelope_about_port_9 = board.api.get("/api/v1/router/decisions").json["decisions"][0]["envelope"]
+    envelope_about_port_9 |= {"id": "poller:PORT-9:1", "subject": {"type": "ticket", "id": "PORT-9"}}
+    assert board.api.post("/api/v1/events", json=envelope_about_port_9, auth="ci").status_code == 202
+    tag = tag_of(board.api, "/decisions")
+    assert '<a href="/tickets/PORT-9">' not in board.api.get("/decisions").text
+    board.ticket("PORT-9", stage="agreement")
+    answer = again(board.api, "/decisions", tag)
+    assert answer.status_code == 200
+    assert '<a href="/tickets/PORT-9">' in answer.text
+    # A move changes no link: the page stays as it was.
+    tag = answer.headers["etag"]
+    board.move("PORT-2", "execute")
+    assert again(board.api, "/decisions", tag).status_code == 304
+
+
+def test_people_never_share_a_tag(board, app):
+    # A viewer's page has no controls and says "can look, not change"; another operator's says their own name: a
+    # tag one of them holds must never answer another's request with a 304.
+    from svc import accounts
+
+    from conftest import CI_SECRET
+    from testclient import ApiClient
+
+    accounts.add("vera", "viewer", "vera-password-1")
+    accounts.add("olga", "operator", "olga-password-1")
+    viewer = ApiClient(app, basic="vera:vera-password-1", ci_secret=CI_SECRET)
+    operator = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
+    for path in PAGES:
+        tags = {
+            who: tag_of(client, path) for who, client in [("admin", board.api), ("vera", viewer), ("olga", operator)]
+        }
+        assert len(set(tags.values())) == 3, (path, tags)
+        assert again(viewer, path, tags["admin"]).status_code == 200
+        assert again(board.api, path, tags["vera"]).status_code == 200
+        assert again(operator, path, tags["admin"]).status_code == 200
+        assert again(viewer, path, tags["vera"]).status_code == 304
+
+
+def needs_you_on_the_board(api) -> list[str]:
+    section = api.get("/").text.split('id="needs-you"', 1)[1].split("</section>", 1)[0]
+    return re.findall(r'data-key="([^"]+)"', section)
+
+
+def test_a_change_committed_after_a_newer_one_still_moves_the_tag(board, config, clock):
+    # On PostgreSQL an id is taken when a row is inserted, not when its transaction commits: another process's
+    # change (its timeline entry id N) may commit after a move whose entry is N+1 has. A page read between the two
+    # commits must not keep answering 304 once the first one lands.
+    from storage.db import is_postgres
+
+    if not is_postgres():
+        pytest.skip("SQLite lets one writer at a time, so its ids are committed in their order")
+    import psycopg
+
+    with psycopg.connect(config.database_url) as slower:  # say, the jobs process, half-way through a change
+        slower.execute(
+            "UPDATE ticket SET waiting_on = %s, needs_you = true, version = version + 1 WHERE key = %s",
+            ("agent", "PORT-2"),
+        )
+        slower.execute(
+            "INSERT INTO timeline_entry (ticket_key, at, kind, summary, data) VALUES (%s, %s, %s, %s, NULL)",
+            ("PORT-2", clock().replace(tzinfo=None), "stage_changed", "queued → queued by the jobs process"),
+        )
+        board.move("PORT-1", "execute")  # a person's move, committed first, with the newer id
+        tags = {path: tag_of(board.api, path) for path in ["/", "/fragments/needs-you", "/tickets/PORT-2"]}
+        assert "PORT-2" not in needs_you_on_the_board(board.api)
+        slower.commit()
+    assert "PORT-2" in needs_you_on_the_board(board.api)
+    assert {path: again(board.api, path, tag).status_code for path, tag in tags.items()} == dict.fromkeys(tags, 200)
