@@ -196,9 +196,15 @@ def run(args: argparse.Namespace) -> int:
         stop()
         for proc in child:
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=jobs_grace_seconds(config))
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def jobs_grace_seconds(config: Config) -> float:
+    """How long `svc run` lets the jobs process finish its work in hand after SIGTERM before killing it: a bay
+    wipe may take up to its own time limit, and killing the process mid-wipe would orphan the wipe command."""
+    return config.bay_wipe_timeout + 30.0
 
 
 @command("notify")
