@@ -188,6 +188,14 @@ def migrate(migrations: Sequence[tuple[int, str, Migration]] = MIGRATIONS) -> li
             # The bookkeeping table itself never changes: every version's runner reads it.
             models.SchemaVersion.create_table(safe=True)
             done = {row.version for row in models.SchemaVersion.select(models.SchemaVersion.version)}
+            known = max((version for version, _, _ in migrations), default=0)
+            if done and max(done) > known:
+                # A release older than the one that upgraded this database would run on a schema it does not
+                # know (and its writes could break the newer release's rows): refuse, and say what to do.
+                raise MigrationError(
+                    f"the database is at schema version {max(done)}, newer than this release knows ({known}): "
+                    "a newer svc upgraded it. Run that release, or restore the backup taken before the upgrade."
+                )
             for version, _name, apply in migrations:
                 if version in done:
                     continue

@@ -478,9 +478,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from storage.migrations import MigrationError
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    return COMMANDS[args.command](args) or 0
+    try:
+        return COMMANDS[args.command](args) or 0
+    except MigrationError as exc:
+        print(f"svc {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ keeps its rows; so does a fresh one. A model changed without its migration fails
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
 
 import pytest
 from peewee import CharField, TextField
@@ -11,6 +12,7 @@ from playhouse.migrate import migrate as run_operations
 
 from storage import db as storage_db
 from storage import migrations
+from storage.models import SchemaVersion
 
 from processes import SVC, ServiceProcess, free_port, svc_env
 from schema_kit import STAGE_COUNTS, build_at, declared_schema, differences, live_schema, rows
@@ -196,3 +198,23 @@ def test_two_processes_migrating_a_fresh_database_at_once_apply_each_version_onc
     assert said == [str(list(range(1, LATEST + 1))), "nothing"]
     database = scratch.open(url)
     assert sorted(row["version"] for row in rows(database)["schema_version"]) == list(range(1, LATEST + 1))
+
+
+@pytest.mark.process
+def test_a_database_a_newer_release_upgraded_is_refused_and_left_as_it_is(scratch, tmp_path):
+    # Rolled back after an upgrade: the older release must not serve (or write) a schema it does not know.
+    url = scratch.url()
+    bind(url)
+    migrations.migrate()
+    with storage_db.connection():
+        SchemaVersion.create(version=LATEST + 1, applied_at=datetime.now(UTC))  # what the newer release recorded
+    storage_db.db.close_all() if hasattr(storage_db.db.obj, "close_all") else storage_db.db.close()
+    database = scratch.open(url)
+    before = rows(database)
+    env = svc_env(DATABASE_URL=url, SVC_DATA_DIR=str(tmp_path / "data"))
+    for command in (["migrate"], ["serve", "--port", str(free_port())]):
+        refused = _svc(command, env)
+        assert refused.returncode == 2, (command, refused.stdout, refused.stderr)
+        assert f"schema version {LATEST + 1}, newer than this release knows ({LATEST})" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert rows(database) == before
