@@ -49,10 +49,9 @@ _IF_NONE_MATCH = Param(
 
 
 def signed_in(req: falcon.Request) -> dict:
-    """What every page says about who is looking: their name and role (whether it shows action controls is
-    `can_act`)."""
+    """What every page says about who is looking: their name and role, and whether it shows action controls."""
     identity = req.context.identity
-    return {"signed_in": identity.actor, "signed_in_role": identity.role}
+    return {"signed_in": identity.actor, "signed_in_role": identity.role, "can_act": can_act(req)}
 
 
 def _html(summary: str, *, params=(), statuses=(200,)) -> Operation:
@@ -88,7 +87,6 @@ class BoardPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         now = self.clock()
-        act = can_act(req)
         tag = freshness.etag(marks=self.board.marks(BOARD_PARTS), now=now, person=person(req))
         if freshness.unchanged(req, resp, tag):
             return
@@ -103,7 +101,6 @@ class BoardPage:
             "board.html",
             now=now,
             etag=tag,
-            can_act=act,
             needs_you=self.board.needs_you_list(limit=100),
             agents=strip,
             history=history,
@@ -141,7 +138,6 @@ class NeedsYouFragment:
             resp,
             "_needs_you.html",
             now=now,
-            can_act=can_act(req),
             needs_you=self.board.needs_you_list(limit=100),
             **signed_in(req),
         )
@@ -174,7 +170,6 @@ class InitiativesPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         now = self.clock()
-        act = can_act(req)
         cursor = params.cursor(req)
         tag = freshness.etag(marks=self.board.marks(INITIATIVES_PARTS), now=now, person=person(req))
         if freshness.unchanged(req, resp, tag):
@@ -186,7 +181,6 @@ class InitiativesPage:
             "initiatives.html",
             now=now,
             etag=tag,
-            can_act=act,
             initiatives=rows,
             counts=counts,
             stage_choices=initiative_stages(),
@@ -219,7 +213,6 @@ class TicketPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
         now = self.clock()
-        act = can_act(req)
         # The automation setting too: it decides whether WRITING-DAILY reads as needing someone.
         marks = self.board.ticket_marks(key, ("settings",))
         tag = freshness.etag(marks=marks, now=now, person=person(req))
@@ -232,7 +225,7 @@ class TicketPage:
             # A person following an old link reads a page, not a problem document; the router may still
             # have judged events about that key (a tracker issue that never became a ticket).
             resp.delete_header("ETag")
-            page(resp, "no_ticket.html", now=now, key=key, can_act=act, **signed_in(req))
+            page(resp, "no_ticket.html", now=now, key=key, **signed_in(req))
             resp.status = falcon.HTTP_404
             return
         entries, after = self.board.timeline(key, limit=50, cursor=req.get_param("cursor") or None)
@@ -244,7 +237,6 @@ class TicketPage:
             "ticket.html",
             now=now,
             etag=tag,
-            can_act=act,
             waiting_choices=WAITING_ON,
             ticket=ticket,
             entries=entries,
@@ -336,7 +328,6 @@ class DecisionsPage:
             source_choices=decisions.SOURCE_CHOICES,
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
-            can_act=can_act(req),
             **signed_in(req),
         )
 

@@ -70,10 +70,12 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Identity:
-    """`event_id` names the event in decisions; `same_event` decides what is a redelivery of it."""
+    """`event_id` names the event in decisions; `same_event` decides what is a redelivery of it; `sender` is
+    `github`, `gitlab` or `linear` (which normalizer reads the delivery)."""
 
     event_id: str
     same_event: str
+    sender: str
 
 
 def check_fresh(delivery: Delivery, *, now: datetime, tolerance: float) -> None:
@@ -106,7 +108,7 @@ def identify(delivery: Delivery) -> Identity:
     if sender == "linear":
         body = _fingerprint(_without(delivery.document, LINEAR_TIMESTAMP))
         given = usable_delivery_id(delivery.header("linear-delivery"))
-        return Identity(event_id("linear", given, delivery.raw), f"linear:sha256-{body}")
+        return Identity(event_id("linear", given, delivery.raw), f"linear:sha256-{body}", sender)
     if sender == "gitlab":
         body = _fingerprint(delivery.document)
         key = usable_delivery_id(delivery.header("idempotency-key"))
@@ -116,10 +118,10 @@ def identify(delivery: Delivery) -> Identity:
         stable = f"key:{key}" if key else f"uuid:{uuid}" if uuid else ""
         same = hashlib.sha256(f"{stable}\n{body}".encode()).hexdigest()
         shown = key or (f"{uuid}.{body[:12]}" if uuid else None)
-        return Identity(event_id("gitlab", shown, delivery.raw), f"gitlab:sha256-{same}")
+        return Identity(event_id("gitlab", shown, delivery.raw), f"gitlab:sha256-{same}", sender)
     body = _fingerprint(delivery.document)
     given = usable_delivery_id(delivery.header("x-github-delivery"))
-    return Identity(event_id("github", given, delivery.raw), f"github:sha256-{body}")
+    return Identity(event_id("github", given, delivery.raw), f"github:sha256-{body}", sender)
 
 
 def sender_of(delivery: Delivery) -> str:
@@ -153,10 +155,9 @@ def normalize(
 
     `known` says which ticket keys named in a branch or title are the board's; `lookup` finds the board
     ticket tracking a Linear issue."""
-    sender = sender_of(delivery)
-    if sender == "linear":
+    if identity.sender == "linear":
         return linear.normalize(identity.event_id, delivery.document, lookup)
-    if sender == "gitlab":
+    if identity.sender == "gitlab":
         return gitlab.normalize(identity.event_id, delivery.document, known=known)
     event = delivery.header("x-github-event") or "workflow_run"  # a CI report in workflow_run shape
     return github.normalize(event, identity.event_id, delivery.document, known=known)

@@ -71,7 +71,7 @@ def ticket_key_in(*, branch: str | None = None, title: str | None = None, known:
 
 def event_id(prefix: str, delivery: str | None, raw: bytes) -> str:
     """`<prefix>:<delivery id>`, the sender's name for the delivery; without a usable one, the body's hash."""
-    if delivery and _DELIVERY_ID.match(delivery):
+    if usable_delivery_id(delivery):
         return f"{prefix}:{delivery}"
     return f"{prefix}:sha256-{hashlib.sha256(raw).hexdigest()[:48]}"
 
