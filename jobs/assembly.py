@@ -34,7 +34,9 @@ def outbox_handlers(config: Config, clock: Clock) -> tuple[dict[str, Handler], d
     return handlers, dict(ops_recorders)
 
 
-def build(config: Config, clock: Clock) -> JobsProcess:
+def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) -> JobsProcess:
+    """The jobs process on `clock` (real time); `schedule_clock`, when given, is what the schedules are read
+    against (a rehearsal, SVC_JOBS_CLOCK_OFFSET) and nothing else."""
     handlers, recorders = outbox_handlers(config, clock)
     deliverer = OutboxDeliverer(handlers, clock, recorders=recorders)
-    return JobsProcess(clock, scheduled_jobs(config, clock), deliverer=deliverer)
+    return JobsProcess(clock, scheduled_jobs(config, clock), schedule_clock=schedule_clock, deliverer=deliverer)

@@ -151,6 +151,9 @@ class OutboxDeliverer:
 
     def _record(self, message: OutboxMessage, attempt: Attempt, outcome: Outcome) -> None:
         now = self.clock()
+        # A later try counts from no earlier than the message's creation: a deliverer whose clock is behind the
+        # queuer's must not time a retry before the message existed (it would be due "at once" again).
+        base = max(now, message.created_at)
         if outcome.status == DEFER and now - message.created_at > DEFER_LIMIT:
             outcome = Outcome.give_up(f"still deferred after {DEFER_LIMIT}: {outcome.detail}")
         with transaction():
@@ -160,7 +163,9 @@ class OutboxDeliverer:
                 outbox.mark_skipped(message, owner=self.owner, now=now, reason=outcome.detail)
             elif outcome.status == DEFER:
                 after = max(outcome.retry_after or 0.0, MIN_DEFER_SECONDS)
-                outbox.mark_deferred(message, owner=self.owner, now=now, next_attempt_at=now + timedelta(seconds=after))
+                outbox.mark_deferred(
+                    message, owner=self.owner, now=now, next_attempt_at=base + timedelta(seconds=after)
+                )
             elif outcome.status == RETRY and not attempt.final:
                 delay = BACKOFF[min(attempt.attempts, len(BACKOFF) - 1)]
                 if outcome.retry_after is not None:
@@ -169,7 +174,7 @@ class OutboxDeliverer:
                     message,
                     owner=self.owner,
                     now=now,
-                    next_attempt_at=now + timedelta(seconds=delay),
+                    next_attempt_at=base + timedelta(seconds=delay),
                     error=outcome.detail,
                 )
             else:

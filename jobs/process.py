@@ -89,12 +89,17 @@ class JobsProcess:
         clock: Clock,
         jobs: Mapping[str, Job],
         *,
+        schedule_clock: Clock | None = None,
         deliverer: OutboxDeliverer | None = None,
         schedules: Mapping[str, AgentSchedule] = AGENTS,
         owner: str | None = None,
         lanes: Mapping[str, Iterable[str]] | None = None,
     ):
         self.clock = clock
+        # The clock the schedules are read against: `clock` itself, unless a schedule is being rehearsed
+        # (SVC_JOBS_CLOCK_OFFSET). Only "which due time is it?" reads it; claims, runs, the outbox and the
+        # heartbeat keep real time, so a rehearsal never stalls delivery or ages the heartbeat.
+        self.schedule_clock = schedule_clock or clock
         self.jobs = dict(jobs)
         self.deliverer = deliverer
         self.schedules = {agent_id: schedules[agent_id] for agent_id in self.jobs}
@@ -109,7 +114,7 @@ class JobsProcess:
     # -- one step at a time, testable with an injected clock ----------------------------------------------
 
     def due(self, now: datetime | None = None, *, agents: Iterable[str] | None = None) -> list[DueRun]:
-        now = now or self.clock()
+        now = now or self.schedule_clock()
         wanted = list(self.schedules) if agents is None else [a for a in agents if a in self.schedules]
         with connection():
             last = job_state.last_slots(wanted)

@@ -37,9 +37,13 @@ def enqueue(kind: str, payload: dict[str, Any], *, at: datetime) -> OutboxMessag
 
 
 def _due(*fields, now: datetime, kinds: list[str] | None):
+    # A message queued for "at once" (its first try due when it was created) is due whatever this process's
+    # clock says: it is judged by the clock that queued it. So a deliverer on a host a few seconds behind the
+    # API's delivers without that delay. A later try (a retry, a deferral) was timed by a deliverer's clock
+    # and is judged by the reader's.
     query = OutboxMessage.select(*fields).where(
         (OutboxMessage.status == PENDING)
-        & (OutboxMessage.next_attempt_at <= now)
+        & ((OutboxMessage.next_attempt_at <= now) | (OutboxMessage.next_attempt_at <= OutboxMessage.created_at))
         & ((OutboxMessage.lease_until.is_null()) | (OutboxMessage.lease_until < now))
     )
     if kinds:

@@ -89,11 +89,17 @@ def jobs(args: argparse.Namespace) -> int:
     # a slow bay wipe included; connections are opened only when needed.
     db.bind(db.open_database(config.database_url, max_connections=16))
     migrations.migrate()
-    process = assembly.build(config, shifted(config.jobs_clock_offset, system_clock))
+    # The offset moves only the clock the schedules are read against: leases, the outbox, runs and the heartbeat
+    # keep real time, so a process rehearsing yesterday's 08:00 still delivers what the API queues today.
+    process = assembly.build(config, system_clock, schedule_clock=shifted(config.jobs_clock_offset, system_clock))
     process.install_signal_handlers()
     print(f"svc: jobs process running (database: {_describe_db(config.database_url)})", flush=True)
     if config.jobs_clock_offset:
-        print(f"svc: the jobs clock is shifted by {config.jobs_clock_offset:g} s (SVC_JOBS_CLOCK_OFFSET)", flush=True)
+        print(
+            f"svc: the schedules are read {config.jobs_clock_offset:+g} s from now (SVC_JOBS_CLOCK_OFFSET); "
+            "everything else keeps real time",
+            flush=True,
+        )
     if config.ops_scheduler == "external":
         print("svc: ops agents are left to an external cron (SVC_OPS_SCHEDULER=external)", flush=True)
     process.run_forever()

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
@@ -25,6 +26,18 @@ def svc_env(**values: str) -> dict[str, str]:
     env.pop("DATABASE_URL", None)
     env.update(values)
     return env
+
+
+def last_due(cron: str) -> datetime:
+    """The most recent due time of `cron` (UTC) before now: a moment computed from the clock, never a literal."""
+    from jobs.schedules import Cron
+
+    return Cron(cron).previous(datetime.now(UTC))
+
+
+def rehearsal_offset(due: datetime, *, after: float = 3.0) -> str:
+    """SVC_JOBS_CLOCK_OFFSET that reads the schedules `after` seconds past `due` (a past due time: a rehearsal)."""
+    return f"{(due + timedelta(seconds=after) - datetime.now(UTC)).total_seconds():.3f}"
 
 
 def wait_until(predicate, *, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):

@@ -18,7 +18,6 @@ import itertools
 import json
 import threading
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
@@ -30,20 +29,23 @@ from storage.models import OutboxMessage, RouterDecision, Ticket, TimelineEntry
 
 from conftest import BASIC, CI_SECRET
 from load_kit import Firing
-from processes import ServiceProcess, start_service, svc_env, wait_until
+from processes import ServiceProcess, last_due, rehearsal_offset, start_service, svc_env, wait_until
 
 pytestmark = pytest.mark.process
 
-PULSE_DUE = datetime(2026, 11, 23, 8, tzinfo=UTC)  # a Monday, 08:00 UTC
 READY = "jobs process ready: first scheduling pass done"
 ENV = {"SVC_CI_WEBHOOK_SECRET": CI_SECRET, "SVC_BASIC_AUTH": BASIC, "SVC_THREADS": "4"}
 NEXT_STAGE = {"queued": "execute", "execute": "ci", "ci": "execute"}
 
 
 def jobs_process(tmp_path, database_url, name: str) -> ServiceProcess:
-    offset = (PULSE_DUE + timedelta(seconds=3) - datetime.now(UTC)).total_seconds()
+    # Both rehearse the most recent 08:00 (a past one): their schedules read it as due, while the outbox they
+    # drain keeps real time, so the board events the servers queue now are routed all the same.
     env = svc_env(
-        SVC_DATA_DIR=str(tmp_path / name), DATABASE_URL=database_url, SVC_JOBS_CLOCK_OFFSET=f"{offset:.3f}", **ENV
+        SVC_DATA_DIR=str(tmp_path / name),
+        DATABASE_URL=database_url,
+        SVC_JOBS_CLOCK_OFFSET=rehearsal_offset(last_due("0 8 * * *")),
+        **ENV,
     )
     return ServiceProcess(["jobs"], env, tmp_path / f"{name}.log").start()
 

@@ -8,6 +8,8 @@ from jobs.delivery import BACKOFF, OutboxDeliverer, Outcome
 from storage import outbox
 from storage.db import connection, transaction
 
+from fakes import FakeClock
+
 
 @pytest.fixture
 def queued(app, clock):
@@ -143,3 +145,34 @@ def test_on_postgresql_a_deliverer_passes_a_message_another_holds_locked(app, cl
     assert taken is not None and taken.id == second
     assert taken.lease_owner == "second-deliverer" and taken.payload == {"content": "second"}
     assert fetch(first).lease_owner is None
+
+
+def test_a_deliverer_whose_clock_is_behind_the_queuers_delivers_at_once(app, clock, queued):
+    # The API host queued the message at clock(); this deliverer's host runs 30 s behind it.
+    behind = FakeClock(clock() - timedelta(seconds=30))
+    calls = []
+    deliverer = OutboxDeliverer({"chat": lambda a: calls.append(a.message_id) or Outcome.sent()}, behind)
+    assert deliverer.drain() == 1 and calls == [queued]
+    assert fetch(queued).status == "sent"
+
+
+def test_a_retry_by_a_deliverer_behind_the_queuer_still_waits_its_backoff(app, clock, queued):
+    behind = FakeClock(clock() - timedelta(seconds=30))
+    deliverer = OutboxDeliverer({"chat": lambda a: Outcome.retry("503 from chat")}, behind)
+    assert deliverer.drain() == 1
+    # Timed from the message's creation, never before it: not due "at once" again on this host.
+    assert fetch(queued).next_attempt_at == clock() + timedelta(seconds=BACKOFF[0])
+    assert deliverer.drain() == 0
+    behind.set(clock() + timedelta(seconds=BACKOFF[0]))
+    assert deliverer.drain() == 1
+
+
+def test_a_message_queued_for_later_waits_for_the_deliverers_clock(app, clock):
+    with connection(), transaction():
+        later = outbox.enqueue("chat", {"content": "later"}, at=clock())
+        assert outbox.lease(later, owner="pacer", now=clock(), seconds=300)
+        outbox.mark_deferred(later, owner="pacer", now=clock(), next_attempt_at=clock() + timedelta(seconds=60))
+    deliverer = OutboxDeliverer({"chat": lambda a: Outcome.sent()}, clock)
+    assert deliverer.drain() == 0
+    clock.advance(seconds=60)
+    assert deliverer.drain() == 1

@@ -4,10 +4,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.process import JobsProcess, due_slot
+from jobs.process import JobsProcess, due_slot, heartbeat_age
 from jobs.schedules import AGENTS
 from storage.db import connection
 from storage.models import AgentRun, JobState
+
+from fakes import FakeClock
 
 PULSE = AGENTS["ops-daily-pulse"]
 EIGHT = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
@@ -88,10 +90,22 @@ def test_a_job_that_raises_leaves_a_failed_run_and_the_loop_goes_on(app, clock):
 
 
 def test_heartbeat_is_recorded(app, clock):
-    from jobs.process import heartbeat_age
-
     process = JobsProcess(clock, {}, owner="a")
     process.heartbeat()
     clock.advance(seconds=42)
     with connection():
         assert heartbeat_age(clock()) == 42
+
+
+def test_a_rehearsed_schedule_moves_which_due_time_it_is_and_nothing_else(app, clock, ran):
+    # Real time is a Friday afternoon; the schedules are read a day and a half earlier, just after an 08:00.
+    clock.set(EIGHT + timedelta(days=1, hours=6))
+    rehearsal = FakeClock(EIGHT + timedelta(seconds=10))
+    process = JobsProcess(clock, {"ops-daily-pulse": lambda t: ran.append(t.scheduled_for)}, schedule_clock=rehearsal)
+    assert process.run_due() == ["ops-daily-pulse"] and ran == [EIGHT]
+    process.heartbeat()
+    with connection():
+        state = JobState.get(JobState.job == "ops-daily-pulse")
+        # The claim and the run are stamped in real time; only the slot is the rehearsed one.
+        assert (state.last_slot, state.last_started_at) == (EIGHT, clock())
+        assert heartbeat_age(clock()) == 0
