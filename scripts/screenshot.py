@@ -88,8 +88,10 @@ def shoot(base: str, out: Path, chromium: str) -> list[Path]:
 
     written = []
     credentials = {"username": USER, "password": PASSWORD}
+    # Chromium does not start under libfaketime (scripts/shifted_clock.sh): it keeps the real clock.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("FAKETIME")}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, env=env)
         try:
             desktop = browser.new_context(http_credentials=credentials, viewport=DESKTOP, device_scale_factor=1)
             page = desktop.new_page()

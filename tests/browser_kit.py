@@ -37,8 +37,11 @@ def chromium_browser():
             pytest.fail(message)
         pytest.skip(message)
     playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
+    # Chromium does not start under libfaketime (its zygote dies), so in a run with the wall clock moved
+    # (scripts/shifted_clock.sh) it keeps the real clock, like a person's browser on another machine would.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("FAKETIME")}
     with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, env=env)
         yield browser
         browser.close()
 
