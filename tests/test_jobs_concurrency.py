@@ -23,12 +23,14 @@ pytestmark = pytest.mark.process
 
 
 def jobs_process(tmp_path, database_url, **extra: str) -> ServiceProcess:
-    # The real clock: the API process judges the heartbeat's age by it.
+    # The real clock: the API process judges the heartbeat's age by it. The ops agents are left to an external
+    # cron, so no scheduled pulse (and its slot steward) joins in when the test runs at 08:00 UTC.
     env = svc_env(
         SVC_DATA_DIR=str(tmp_path / "jobs"),
         DATABASE_URL=database_url,
         SVC_CI_WEBHOOK_SECRET=CI_SECRET,
         SVC_BASIC_AUTH=BASIC,
+        SVC_OPS_SCHEDULER="external",
         **extra,
     )
     return ServiceProcess(["jobs"], env, tmp_path / "jobs.log").start()

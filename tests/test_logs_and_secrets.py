@@ -87,7 +87,10 @@ def test_no_secret_reaches_a_log_or_an_error_body(tmp_path, database_url):
             "SVC_LOG_LEVEL": "DEBUG",
         }
         server, base = start_service(tmp_path, database_url, **env)
-        jobs_env = svc_env(SVC_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=database_url, **env)
+        # The ops agents are left to an external cron: nothing scheduled runs here, whatever the time of day.
+        jobs_env = svc_env(
+            SVC_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=database_url, SVC_OPS_SCHEDULER="external", **env
+        )
         jobs = ServiceProcess(["jobs"], jobs_env, tmp_path / "jobs.log").start()
         bodies = []
         try:

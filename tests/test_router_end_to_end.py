@@ -52,7 +52,8 @@ def test_webhooks_are_recorded_by_the_server_and_board_events_by_the_jobs_proces
             return session.get(base + "/api/v1/router/decisions?source=svc", timeout=5).json()["decisions"]
 
         assert svc_decisions() == []  # the board's events wait in the outbox for the jobs process
-        worker = ServiceProcess(["jobs"], env, tmp_path / "jobs.log").start()
+        # The ops agents are left to an external cron: nothing scheduled runs here, whatever the time of day.
+        worker = ServiceProcess(["jobs"], {**env, "SVC_OPS_SCHEDULER": "external"}, tmp_path / "jobs.log").start()
         routed = wait_until(lambda: len(svc_decisions()) == 2 and svc_decisions(), what="the board's events routed")
         assert [(d["kind"], d["outcome"], d["role"]) for d in routed] == [
             ("state_changed", "would_dispatch", "coder"),  # queued -> execute by an allowlisted person

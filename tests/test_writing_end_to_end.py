@@ -96,7 +96,10 @@ def test_a_report_reaches_the_chat_channel_once_through_the_jobs_process(tmp_pat
     with FakeDiscord() as discord:
         env = {"SVC_CI_WEBHOOK_SECRET": SECRET, "SVC_BASIC_AUTH": BASIC, "DISCORD_WEBHOOK_URL": discord.url}
         server, base = start_service(tmp_path, database_url, **env)
-        jobs_env = svc_env(SVC_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=database_url, **env)
+        # The ops agents are left to an external cron: nothing scheduled runs here, whatever the time of day.
+        jobs_env = svc_env(
+            SVC_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=database_url, SVC_OPS_SCHEDULER="external", **env
+        )
         jobs = ServiceProcess(["jobs"], jobs_env, tmp_path / "jobs.log").start()
         try:
             items = json.dumps([{"slug": "hello-world", "title": "Hello, @everyone"}])
