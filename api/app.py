@@ -8,24 +8,49 @@ import falcon
 
 from api import errors, media
 from api.auth import Authenticator, FailedCredentials, PeopleCredentials
-from api.metrics import Metrics
 from api.middleware import DatabaseConnection, Guard, RequestContext
-from api.resources import agents, events, health, initiatives, metrics, openapi, ops, slots, tickets, wallet, writing
+from api.prometheus import Metrics
+from api.resources import (
+    agents_strip,
+    events,
+    health,
+    initiatives,
+    metrics,
+    openapi,
+    ops,
+    slots,
+    tickets,
+    wallet,
+    writing,
+)
 from api.web import pages
-from jobs.ops import OpsAgents
-from jobs.process import heartbeat_age
-from jobs.router.board_events import queue_for_router
-from jobs.router.shadow import ShadowRouter
-from machines import writing as writing_machine
+from domain.board import Board, StageListener
+from domain.clock import Clock, system_clock
+from domain.config import Config
+from domain.ops.agents import OpsAgents
+from domain.ops.pulse import heartbeat_age
+from domain.router.board_events import queue_for_router
+from domain.router.shadow import ShadowRouter
+from domain.writing import WritingAgent
+from machines import writing_ticket
 from storage import db as storage_db
 from storage import migrations
-from svc.board import Board, StageListener
-from svc.clock import Clock, system_clock
-from svc.config import Config
-from svc.writing import WritingAgent
 
 # One entry per area; each module's routes(services) returns (path, resource) pairs.
-ROUTE_MODULES = (health, openapi, tickets, initiatives, slots, wallet, agents, writing, ops, events, pages, metrics)
+ROUTE_MODULES = (
+    health,
+    openapi,
+    tickets,
+    initiatives,
+    slots,
+    wallet,
+    agents_strip,
+    writing,
+    ops,
+    events,
+    pages,
+    metrics,
+)
 
 
 @dataclass
@@ -63,7 +88,7 @@ def create_app(
     storage_db.bind(database)
     if migrate:
         migrations.migrate()
-    writing_machine.transitions()  # derived from the machine now, not on the first notify
+    writing_ticket.transitions()  # derived from the machine now, not on the first notify
 
     # The router hears every stage change (queued through the outbox, so a change stays one insert dearer).
     board = Board(config, clock, stage_listeners=(queue_for_router, *stage_listeners))

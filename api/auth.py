@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import math
 import secrets
@@ -30,14 +29,14 @@ import falcon
 
 from api.errors import Problem
 from api.operations import BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, PUBLIC, TRACKER_SIGNATURE
-from svc import accounts
-from svc.accounts import OPERATOR, VIEWER
-from svc.config import Config
+from domain import accounts
+from domain.accounts import OPERATOR, VIEWER
+from domain.config import Config
+from domain.router import deliveries
+from domain.router.senders import github, gitlab, linear
+from domain.router.senders.signatures import same_secret as equal
 
 CI_HEADER = "X-Svc-CI-Secret"
-GITHUB_SIGNATURE_HEADER = "X-Hub-Signature-256"
-GITLAB_TOKEN_HEADER = "X-Gitlab-Token"  # noqa: S105 (a header name, not a secret)
-LINEAR_SIGNATURE_HEADER = "Linear-Signature"
 REALM = 'Basic realm="svc", charset="UTF-8"'
 FAILURE_LIMIT = 10
 WINDOW = 60.0
@@ -65,13 +64,6 @@ class Identity:
     @property
     def may_change(self) -> bool:
         return self.role != VIEWER
-
-
-def equal(given: str | bytes, expected: str | bytes) -> bool:
-    """Constant-time comparison of two secrets."""
-    given_b = given.encode() if isinstance(given, str) else given
-    expected_b = expected.encode() if isinstance(expected, str) else expected
-    return hmac.compare_digest(given_b, expected_b)
 
 
 class FailedCredentials:
@@ -279,8 +271,7 @@ class Authenticator:
         self.ci_secret = config.ci_webhook_secret
         self.basic = config.basic_auth.encode() if config.basic_auth else None
         self.basic_user = config.basic_user
-        self.forge_secret = config.forge_webhook_secret
-        self.tracker_secret = config.tracker_webhook_secret
+        self.config = config
         self.failures = failures
         self.people = people if people is not None else PeopleCredentials()
 
@@ -306,9 +297,9 @@ class Authenticator:
 
     def _identify(self, req: falcon.Request, scheme: str) -> Identity | None:
         if scheme == FORGE_SIGNATURE:
-            return self._forge(req)
+            return self._webhook(req, "forge", scheme)
         if scheme == TRACKER_SIGNATURE:
-            return self._tracker(req)
+            return self._webhook(req, "tracker", scheme)
         if scheme in {CI, CI_OR_BASIC}:
             given = req.get_header(CI_HEADER)
             if given is not None and self.ci_secret and equal(given, self.ci_secret):
@@ -317,26 +308,11 @@ class Authenticator:
             return self._basic_identity(req)
         return None
 
-    def _forge(self, req: falcon.Request) -> Identity | None:
-        """GitHub signs the raw body (`X-Hub-Signature-256: sha256=<hex>`); GitLab sends the key itself."""
-        if not self.forge_secret:
-            return None
-        signature = req.get_header(GITHUB_SIGNATURE_HEADER)
-        if signature is not None:
-            expected = "sha256=" + hmac_sha256_hex(self.forge_secret, _raw_body(req))
-            return Identity(FORGE_SIGNATURE, "github") if equal(signature.strip().lower(), expected) else None
-        token = req.get_header(GITLAB_TOKEN_HEADER)
-        if token is not None and equal(token, self.forge_secret):
-            return Identity(FORGE_SIGNATURE, "gitlab")
-        return None
-
-    def _tracker(self, req: falcon.Request) -> Identity | None:
-        """Linear signs the raw body: `Linear-Signature: <hex HMAC-SHA256>`."""
-        signature = req.get_header(LINEAR_SIGNATURE_HEADER)
-        if not self.tracker_secret or signature is None:
-            return None
-        expected = hmac_sha256_hex(self.tracker_secret, _raw_body(req))
-        return Identity(TRACKER_SIGNATURE, "linear") if equal(signature.strip().lower(), expected) else None
+    def _webhook(self, req: falcon.Request, endpoint: str, scheme: str) -> Identity | None:
+        """The sender whose credential verified the delivery (`github`, `gitlab`, `linear`) is the identity's actor,
+        carried to the router: decided here, once, never from a header anyone can set."""
+        sender = deliveries.authenticate(endpoint, req.get_header, _raw_body(req), self.config)
+        return Identity(scheme, sender) if sender is not None else None
 
     def _basic_identity(self, req: falcon.Request) -> Identity | None:
         """The bootstrap operator (`SVC_BASIC_AUTH`, compared in constant time) or a person's account."""
@@ -355,11 +331,6 @@ class Authenticator:
         return self.people.identify(given)
 
 
-def hmac_sha256_hex(secret: str, body: bytes) -> str:
-    """The hex HMAC-SHA256 of `body` under `secret`, as GitHub and Linear sign webhook deliveries."""
-    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
 def _raw_body(req: falcon.Request) -> bytes:
     # The guard reads the exact bytes before credentials are checked for operations declared raw_body.
     return getattr(req.context, "raw_body", None) or b""
@@ -368,12 +339,12 @@ def _raw_body(req: falcon.Request) -> bytes:
 def _what_is_needed(scheme: str) -> str:
     if scheme == FORGE_SIGNATURE:
         return (
-            f"this endpoint needs a GitHub {GITHUB_SIGNATURE_HEADER} signature or a GitLab {GITLAB_TOKEN_HEADER} "
+            f"this endpoint needs a GitHub {github.SIGNATURE_HEADER} signature or a GitLab {gitlab.TOKEN_HEADER} "
             "made with the forge webhook secret (an endpoint without a configured secret refuses every delivery)"
         )
     if scheme == TRACKER_SIGNATURE:
         return (
-            f"this endpoint needs a {LINEAR_SIGNATURE_HEADER} signature made with the tracker webhook secret "
+            f"this endpoint needs a {linear.SIGNATURE_HEADER} signature made with the tracker webhook secret "
             "(an endpoint without a configured secret refuses every delivery)"
         )
     if scheme == CI:

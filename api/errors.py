@@ -1,4 +1,4 @@
-"""The one place where errors become HTTP: domain errors map to statuses, and every error is problem+json."""
+"""The one place where errors become HTTP: `domain/errors.py` maps to statuses, and every error is problem+json."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import falcon
 
 from api import media
 from contracts import ContractViolation
+from domain.errors import Conflict, IdempotencyMismatch, InvalidQuery, NotFound, StaleDelivery, TransitionForbidden
 from storage.paging import InvalidCursor
-from svc.errors import Conflict, IdempotencyMismatch, InvalidQuery, NotFound, StaleDelivery, TransitionForbidden
 
 log = logging.getLogger("svc.api")
 

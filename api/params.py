@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import falcon
 
+from domain.errors import InvalidQuery
 from storage.paging import DEFAULT_LIMIT, MAX_LIMIT
-from svc.errors import InvalidQuery
 
 
 def limit(req: falcon.Request) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 from waitress.proxy_headers import proxy_headers_middleware
 
-from svc.config import Config
+from domain.config import Config
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]

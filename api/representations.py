@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.automation import AutomationState
+from domain.board import SlotView
+from domain.clock import iso
+from domain.writing import Report
 from storage import wallet as storage_wallet
 from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
-from svc.automation import AutomationState
-from svc.board import SlotView
-from svc.clock import iso
-from svc.writing import Report
 
 
 def ticket(row: Ticket) -> dict[str, Any]:

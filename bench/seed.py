@@ -144,7 +144,7 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
 
 
 def runs(per_agent: int = 200) -> None:
-    from jobs.schedules import AGENTS
+    from domain.ops.schedules import AGENTS
 
     rows = []
     for agent_id in AGENTS:

@@ -1,4 +1,5 @@
-"""Bay wipes: `SVC_BAY_WIPE_COMMAND` run with the slot's name, as an argument list (never through a shell).
+"""Bay wipes (`api/web/bays.py` shows the bays): `SVC_BAY_WIPE_COMMAND` run with the slot's name, as an argument
+list (never through a shell).
 
 The command gets `{slot}` replaced by the slot's name in each argument, no standard input, and a time limit;
 on time-out its whole process group is killed, so a wipe script that started children cannot leave them

@@ -5,7 +5,7 @@ One call, Execute Webhook (`POST /webhooks/{id}/{token}?wait=true`), with a JSON
 ping anyone. `wait=true` makes Discord answer 200 with the created message only once it is saved, so a
 message Discord dropped is an error here instead of a silent 204.
 
-Each answer is classified for the outbox (see `jobs/chat.py`): sent; rate limited (429, with `retry_after`
+Each answer is classified for the outbox (see `jobs/chat_delivery.py`): sent; rate limited (429, with `retry_after`
 from the JSON body, in seconds and possibly fractional, or the `Retry-After` header); transient (5xx, a
 connection error, a timeout); or permanent (404: the webhook was deleted; any other 4xx). The
 `X-RateLimit-*` headers of every answer are read and handed back so the caller can pace itself instead of
@@ -18,13 +18,12 @@ passed on.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import requests
-
-from svc.config import is_loopback
 
 MAX_CONTENT = 2000
 # (connect, read) seconds: every call is bounded, a hung Discord never holds the jobs process.
@@ -75,6 +74,16 @@ def check_url(url: str) -> None:
     if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return
     raise ValueError(f"the chat webhook URL must be https (or http to a loopback address), got {shown(url)}")
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback IP address: where plain http may carry a token."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def shown(url: str) -> str:

@@ -1,4 +1,5 @@
-"""Linear, the issue tracker: closing the work item of a ticket marked done.
+"""Linear, the issue tracker, outbound (its webhooks: `domain/router/senders/linear.py`): closing the work item of a
+ticket marked done.
 
 Linear's API is GraphQL over HTTPS at one endpoint. A personal API key goes, as it is, in the
 `Authorization` header (OAuth tokens would carry `Bearer `). Closing an issue takes two calls: read the

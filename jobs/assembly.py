@@ -2,41 +2,60 @@
 
 from __future__ import annotations
 
-from jobs.chat import ChatDelivery
+from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND
+from domain.chat import KIND as CHAT_KIND
+from domain.clock import Clock
+from domain.config import Config
+from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
+from domain.ops.digest import DIGEST_AGENT
+from domain.ops.pulse import PULSE_AGENT
+from domain.ops.steward import RECLAIM_AGENT
+from domain.router.board_events import ROUTE_KIND
+from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
+from domain.router.poller import Poller
+from domain.router.shadow import ShadowRouter
+from jobs.chat_delivery import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
-from jobs.ops import OpsAgents
+from jobs.handlers import RouteQueuedEvent, SlotRelease, TrackerClose
 from jobs.process import Job, JobsProcess
-from jobs.router.board_events import ROUTE_KIND, RouteQueuedEvent
-from jobs.router.poller import AGENT_ID as POLLER_AGENT_ID
-from jobs.router.poller import Poller
-from jobs.router.shadow import ShadowRouter
-from svc.clock import Clock
-from svc.config import Config
 
 
-def scheduled_jobs(config: Config, clock: Clock) -> dict[str, Job]:
+def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None) -> dict[str, Job]:
     """agent id -> the job the scheduler starts when that agent is due."""
-    jobs: dict[str, Job] = {}
-    jobs.update(OpsAgents(config, clock).scheduled_jobs())
+    ops = ops or OpsAgents(config, clock)
+    jobs: dict[str, Job] = {
+        PULSE_AGENT: lambda trigger: ops.pulse(trigger),
+        DIGEST_AGENT: ops.weekly_digest,
+        RECLAIM_AGENT: ops.idle_reclaim,
+    }
+    if config.ops_scheduler == "external":
+        # A CI cron starts these through the ops endpoints instead (SVC_OPS_SCHEDULER=external).
+        jobs = {agent: job for agent, job in jobs.items() if agent not in EXTERNAL_CRON_AGENTS}
     jobs[POLLER_AGENT_ID] = Poller(ShadowRouter(config, clock), config, clock)
     return jobs
 
 
-def outbox_handlers(config: Config, clock: Clock) -> tuple[dict[str, Handler], dict[str, Recorder]]:
+def outbox_handlers(
+    config: Config, clock: Clock, *, ops: OpsAgents | None = None
+) -> tuple[dict[str, Handler], dict[str, Recorder]]:
     """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
-    ops_handlers, ops_recorders = OpsAgents(config, clock).outbox_handlers()
-    # The board's own events, queued by the stage listener, are routed here (see jobs/router/board_events.py).
+    ops = ops or OpsAgents(config, clock)
+    release, close = SlotRelease(ops.steward, clock), TrackerClose(config, clock)
     handlers: dict[str, Handler] = {
-        "chat": ChatDelivery(config, clock),
+        CHAT_KIND: ChatDelivery(config, clock),
+        # The board's own events, queued by the stage listener, are routed here.
         ROUTE_KIND: RouteQueuedEvent(ShadowRouter(config, clock)),
-        **ops_handlers,
+        SLOT_RELEASE_KIND: release,
+        TRACKER_CLOSE_KIND: close,
     }
-    return handlers, dict(ops_recorders)
+    return handlers, {SLOT_RELEASE_KIND: release.record, TRACKER_CLOSE_KIND: close.record}
 
 
 def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) -> JobsProcess:
     """The jobs process on `clock` (real time); `schedule_clock`, when given, is what the schedules are read
     against (a rehearsal, SVC_JOBS_CLOCK_OFFSET) and nothing else."""
-    handlers, recorders = outbox_handlers(config, clock)
+    ops = OpsAgents(config, clock)
+    handlers, recorders = outbox_handlers(config, clock, ops=ops)
     deliverer = OutboxDeliverer(handlers, clock, recorders=recorders)
-    return JobsProcess(clock, scheduled_jobs(config, clock), schedule_clock=schedule_clock, deliverer=deliverer)
+    jobs = scheduled_jobs(config, clock, ops=ops)
+    return JobsProcess(clock, jobs, schedule_clock=schedule_clock, deliverer=deliverer)

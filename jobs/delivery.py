@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from domain.clock import Clock
 from storage import outbox
 from storage.db import connection, transaction
 from storage.models import OutboxMessage
-from svc.clock import Clock
 
 log = logging.getLogger("svc.delivery")
 

@@ -3,7 +3,7 @@
 A bay wipe may take minutes (`SVC_BAY_WIPE_TIMEOUT`), and a pulse or a slot release can run several. So nothing
 waits behind anything else: the heartbeat beats on its own thread; each scheduled agent has a worker; the outbox
 is drained by one worker per kind of message (a lane), so a slot release wiping a bay holds back only the next
-slot release, never a chat post or a tracker close. Wipes stay leased in the database (`jobs/steward.py`), so
+slot release, never a chat post or a tracker close. Wipes stay leased in the database (`domain/ops/steward.py`), so
 two workers or two processes never wipe one bay. SIGTERM lets every worker finish the item in hand (one
 scheduled run, one message), then the heartbeat stops and the process exits.
 
@@ -26,12 +26,13 @@ from typing import Any
 
 import schedule
 
-from jobs import runs
+from domain.clock import Clock
+from domain.ops import runs
+from domain.ops.pulse import HEARTBEAT_SECONDS
+from domain.ops.schedules import AGENTS, AgentSchedule
 from jobs.delivery import OutboxDeliverer
-from jobs.schedules import AGENTS, AgentSchedule
 from storage import job_state
 from storage.db import connection, transaction
-from svc.clock import Clock
 
 log = logging.getLogger("svc.jobs")
 
@@ -41,7 +42,6 @@ TICK_SECONDS = 20
 DRAIN_SECONDS = 2
 # Messages one drain of a lane takes on; a full batch means more are waiting, so the lane goes again at once.
 DRAIN_BATCH = 50
-HEARTBEAT_SECONDS = 5
 
 Job = Callable[[runs.Trigger], Any]
 
@@ -282,9 +282,3 @@ class JobsProcess:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-
-
-def heartbeat_age(now: datetime) -> float | None:
-    """Seconds since any jobs process last beat, or None if none ever did."""
-    last = job_state.last_beat()
-    return None if last is None else (now - last).total_seconds()

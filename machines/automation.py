@@ -1,4 +1,4 @@
-"""The writing automation toggle: a single switch, on by default.
+"""The writing automation toggle's machine (`domain/automation.py` reads it): a single switch, on by default.
 
 | state      | effect                                                                                   |
 |------------|------------------------------------------------------------------------------------------|

@@ -1,4 +1,4 @@
-"""The one exception every machine raises for a move it forbids."""
+"""The one exception every machine raises for a move it forbids (`domain/errors.py` raises it on)."""
 
 from __future__ import annotations
 

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-STAGES: tuple[str, ...] = (
-    "agreement",
-    "queued",
-    "execute",
-    "ci",
-    "human_test",
-    "human_merge",
-    "ship",
-    "done",
-    "blocked",
-    "cancelled",
-)
+from enum import StrEnum
+
+
+class Stage(StrEnum):
+    """Every stage of the board, in board order: the one declaration both ticket machines build their states from
+    (`States.from_enum`), and `STAGES` lists."""
+
+    agreement = "agreement"
+    queued = "queued"
+    execute = "execute"
+    ci = "ci"
+    human_test = "human_test"
+    human_merge = "human_merge"
+    ship = "ship"
+    done = "done"
+    blocked = "blocked"
+    cancelled = "cancelled"
+
+
+STAGES: tuple[str, ...] = tuple(stage.value for stage in Stage)
 FINAL_STAGES = frozenset({"done", "cancelled"})
 LIVE_STAGES: tuple[str, ...] = tuple(s for s in STAGES if s not in FINAL_STAGES)
 

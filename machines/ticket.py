@@ -13,7 +13,7 @@
 | any live      | `done` (mark_done), `cancelled` (cancel)                                |
 
 `done` and `cancelled` are final. `WRITING-DAILY` is moved by writing notify reports alone
-(`machines.writing`), so every event here refuses it.
+(`machines.writing_ticket`), so every event here refuses it.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import functools
 from dataclasses import dataclass
 from typing import Protocol
 
-from statemachine import State, StateMachine
+from statemachine import StateMachine
+from statemachine.states import States
 
 from machines import reuse
 from machines.errors import TransitionForbidden
-from machines.stages import WRITING_TICKET_KEY
+from machines.stages import WRITING_TICKET_KEY, Stage
 
 _board = {"validators": "moved_by_the_board"}
 
@@ -37,27 +38,19 @@ class TicketLike(Protocol):
 
 
 class TicketMachine(StateMachine):
-    agreement = State(initial=True)
-    queued = State()
-    execute = State()
-    ci = State()
-    human_test = State()
-    human_merge = State()
-    ship = State()
-    blocked = State()
-    done = State(final=True)
-    cancelled = State(final=True)
+    s = States.from_enum(Stage, initial=Stage.agreement, final=[Stage.done, Stage.cancelled], use_enum_instance=False)
+    live = (s.agreement, s.queued, s.execute, s.ci, s.human_test, s.human_merge, s.ship, s.blocked)
 
-    queue = queued.from_(agreement, execute, blocked, **_board)
-    start = execute.from_(queued, ci, human_test, human_merge, blocked, **_board)
-    submit_to_ci = ci.from_(execute, **_board)
-    request_test = human_test.from_(ci, **_board)
-    request_merge = human_merge.from_(human_test, **_board)
-    approve_ship = ship.from_(human_merge, **_board)
-    complete = done.from_(ship, **_board)
-    block = blocked.from_(queued, execute, ci, human_test, human_merge, ship, **_board)
-    mark_done = done.from_(agreement, queued, execute, ci, human_test, human_merge, ship, blocked, **_board)
-    cancel = cancelled.from_(agreement, queued, execute, ci, human_test, human_merge, ship, blocked, **_board)
+    queue = s.queued.from_(s.agreement, s.execute, s.blocked, **_board)
+    start = s.execute.from_(s.queued, s.ci, s.human_test, s.human_merge, s.blocked, **_board)
+    submit_to_ci = s.ci.from_(s.execute, **_board)
+    request_test = s.human_test.from_(s.ci, **_board)
+    request_merge = s.human_merge.from_(s.human_test, **_board)
+    approve_ship = s.ship.from_(s.human_merge, **_board)
+    complete = s.done.from_(s.ship, **_board)
+    block = s.blocked.from_(s.queued, s.execute, s.ci, s.human_test, s.human_merge, s.ship, **_board)
+    mark_done = s.done.from_(*live, **_board)
+    cancel = s.cancelled.from_(*live, **_board)
 
     def __init__(self, ticket: TicketLike, **kwargs):
         super().__init__(ticket, state_field="stage", **kwargs)

@@ -1,4 +1,4 @@
-"""Account rows: people's logins, each with a role and the hash of its password."""
+"""Account rows, under `domain/accounts.py`: people's logins, each with a role and the hash of its password."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Router decisions and accepted events: what the shadow router recorded, and the dedup of event ids."""
+"""Router decision rows (`api/web/decisions.py` shows them) and accepted events: what the shadow router recorded,
+and the dedup of event ids."""
 
 from __future__ import annotations
 

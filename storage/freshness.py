@@ -1,4 +1,5 @@
-"""Marks of change: small values that move whenever a part of the board changes, read without reading the board.
+"""Marks of change (`api/web/freshness.py` makes ETags of them): small values that move whenever a part of the
+board changes, read without reading the board.
 
 The web board's pages answer `If-None-Match` with 304 while these stand still, so an idle page costs one
 statement, never a render. Each mark comes from what the store keeps anyway: the newest id of an append-only

@@ -1,4 +1,4 @@
-"""Stored first answers for requests that carried an `Idempotency-Key`."""
+"""Stored first answers for requests that carried an `Idempotency-Key` (`domain/idempotency.py`)."""
 
 from __future__ import annotations
 

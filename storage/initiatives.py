@@ -1,4 +1,4 @@
-"""Initiative rows."""
+"""Initiative rows (served by `api/resources/initiatives.py`)."""
 
 from __future__ import annotations
 

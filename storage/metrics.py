@@ -1,4 +1,5 @@
-"""The queries behind `GET /metrics`: each one reads an index range, never the whole of a growing table.
+"""The queries behind `GET /metrics` (`api/resources/metrics.py`): each one reads an index range, never the whole
+of a growing table.
 
 - the outbox backlog reads the pending rows only (the `(status, next_attempt_at, id)` index), so it costs what
   is pending, not what was ever sent;

@@ -1,4 +1,4 @@
-"""Agent runs: the run history behind the agents strip."""
+"""Agent run rows, the storage side of `domain/ops/runs.py`: the run history behind the agents strip."""
 
 from __future__ import annotations
 

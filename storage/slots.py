@@ -1,4 +1,4 @@
-"""Slots (bays) and slot claims (`slot_claims` of the seed)."""
+"""Slot (bay) rows and slot claims (`slot_claims` of the seed), served by `api/resources/slots.py`."""
 
 from __future__ import annotations
 

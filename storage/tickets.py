@@ -1,4 +1,5 @@
-"""Ticket rows: reads, inserts and the compare-and-swap update every stage change goes through."""
+"""Ticket rows (served by `api/resources/tickets.py`): reads, inserts and the compare-and-swap update every stage
+change goes through."""
 
 from __future__ import annotations
 
@@ -221,7 +222,7 @@ def existing_keys(keys: set[str]) -> set[str]:
 def numbered_key_prefixes() -> set[str]:
     """The prefixes of the board's numbered keys (`PORT` of `PORT-12`; not `WRITING` of `WRITING-DAILY`).
 
-    One pass over the key index; callers cache the answer (see `jobs/router/ticket_keys.py`)."""
+    One pass over the key index; callers cache the answer (see `domain/router/ticket_keys.py`)."""
     prefixes = set()
     for (key,) in Ticket.select(Ticket.key).tuples().iterator():
         prefix, _, rest = key.partition("-")

@@ -1,4 +1,5 @@
-"""Timeline entries: one per action on a ticket (receipts, stage changes, releases, tracker results)."""
+"""Timeline entry rows (`api/web/timeline.py` shows them): one per action on a ticket (receipts, stage changes,
+releases, tracker results)."""
 
 from __future__ import annotations
 

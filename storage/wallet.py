@@ -1,4 +1,4 @@
-"""The wallet: one row (id 1), created by the first migration."""
+"""The wallet's row (id 1, created by the first migration), served by `api/resources/wallet.py`."""
 
 from __future__ import annotations
 

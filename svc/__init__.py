@@ -1,7 +1,3 @@
-"""The delivery coordination service: configuration, the command line, and the units of work of the board.
-
-Units of work (`svc.board`, `svc.writing`, `svc.agents`) run a state machine from `machines/` against rows
-from `storage/`, inside one transaction, and raise the domain errors of `svc.errors`.
-"""
-
-__version__ = "0.1.0"
+"""The `svc` command: the composition root. Its sub-commands read the configuration, build the API (`api/`) and
+the jobs process (`jobs/`) over the domain (`domain/`), and run the stand-alone clients (`clients/`). Nothing of
+the service imports it."""

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from svc.config import Config, ConfigError
+from domain.config import Config, ConfigError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -80,9 +80,9 @@ def serve(args: argparse.Namespace, config: Config | None = None) -> int:
 
 @command("jobs")
 def jobs(args: argparse.Namespace) -> int:
+    from domain.clock import shifted, system_clock
     from jobs import assembly
     from storage import db, migrations
-    from svc.clock import shifted, system_clock
 
     config = server_config(args)
     # Every worker may hold a connection at once (one per scheduled agent, one per outbox lane, the heartbeat),
@@ -109,9 +109,13 @@ def jobs(args: argparse.Namespace) -> int:
 @command("ops")
 def ops(args: argparse.Namespace) -> int:
     """The ops runner: call an ops endpoint of a running service with SVC_BASIC_AUTH at SVC_BASE_URL."""
-    from svc import ops_runner
+    from clients import ops_runner
+    from domain.config import read_credentials_file
 
-    return ops_runner.run(args.job, load_config(), post_to_chat=args.post_to_chat, timeout=args.timeout)
+    config = load_config()
+    # SVC_BASIC_AUTH, or else the generated credentials file of a service on this machine.
+    basic = config.basic_auth or read_credentials_file(config.credentials_path).get("SVC_BASIC_AUTH")
+    return ops_runner.run(args.job, config.base_url, basic, post_to_chat=args.post_to_chat, timeout=args.timeout)
 
 
 @command("migrate")
@@ -215,8 +219,8 @@ def jobs_grace_seconds(config: Config) -> float:
 
 @command("notify")
 def notify(args: argparse.Namespace) -> int:
-    """The content repository's notify hook (`svc/notify_hook.py`, which reads its own environment)."""
-    from svc import notify_hook
+    """The content repository's notify hook (`clients/notify_hook.py`, which reads its own environment)."""
+    from clients import notify_hook
 
     return notify_hook.run(args, os.environ)
 
@@ -224,8 +228,8 @@ def notify(args: argparse.Namespace) -> int:
 @command("outbox")
 def outbox_view(args: argparse.Namespace) -> int:
     """What became of queued side effects: chat posts, slot releases, tracker closes."""
+    from domain.clock import iso
     from storage import db, migrations, outbox
-    from svc.clock import iso
 
     config = load_config()
     db.bind(db.open_database(config.database_url))
@@ -253,9 +257,9 @@ def user(args: argparse.Namespace) -> int:
     input when that is not a terminal (so scripts can pipe it), never from the command line."""
     from peewee import InterfaceError, OperationalError
 
+    from domain import accounts
+    from domain.errors import Conflict, DomainError, NotFound
     from storage import db, migrations
-    from svc import accounts
-    from svc.errors import Conflict, DomainError, NotFound
 
     config = load_config()
     bootstrap = _bootstrap_user(config)
@@ -299,7 +303,7 @@ def user(args: argparse.Namespace) -> int:
 
 def _bootstrap_user(config: Config) -> str | None:
     """The bootstrap operator's name: from SVC_BASIC_AUTH, or the generated credentials file (never generated here)."""
-    from svc.config import read_credentials_file
+    from domain.config import read_credentials_file
 
     basic = config.basic_auth or read_credentials_file(config.credentials_path).get("SVC_BASIC_AUTH")
     return basic.split(":", 1)[0] if basic else None
@@ -309,7 +313,7 @@ def _read_password(*, confirm: bool) -> str:
     """From a prompt (asked twice) on a terminal; else the first line of standard input."""
     import getpass
 
-    from svc.accounts import AccountRefused
+    from domain.accounts import AccountRefused
 
     if sys.stdin.isatty():
         password = getpass.getpass("Password: ")
@@ -320,7 +324,7 @@ def _read_password(*, confirm: bool) -> str:
 
 
 def _list_accounts(rows, bootstrap: str | None) -> None:
-    from svc.clock import iso
+    from domain.clock import iso
 
     if not rows:
         print("svc user: no accounts yet; add one with: svc user add NAME --role viewer|operator")
@@ -336,10 +340,10 @@ def _list_accounts(rows, bootstrap: str | None) -> None:
 @command("demo")
 def demo(args: argparse.Namespace) -> int:
     """Fill the database with a fortnight of a small team's board, made by the service's own units of work."""
-    from jobs import demo as demo_story
+    from domain.clock import system_clock
     from storage import db, migrations
+    from svc import demo as demo_story
     from svc import logs
-    from svc.clock import system_clock
 
     config = load_config()
     # The story's own failures (a bay wipe, a tracker close) are logged as warnings; only real errors show.
@@ -363,7 +367,7 @@ def replay(args: argparse.Namespace) -> int:
     """Recorded envelopes through the router's gates offline; one decision per line, then a summary."""
     from dataclasses import replace
 
-    from jobs.router import replay_command
+    from svc import replay_command
 
     config = load_config()
     if args.allowlist is not None:
@@ -391,7 +395,7 @@ def _describe_db(url: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from svc import notify_hook
+    from clients import notify_hook
 
     parser = argparse.ArgumentParser(prog="svc", description="Delivery coordination service")
     sub = parser.add_subparsers(dest="command", required=True)

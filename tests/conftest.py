@@ -85,7 +85,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def config_factory(tmp_path: Path, database_url: str):
-    from svc.config import Config
+    from domain.config import Config
 
     def make(**overrides) -> Config:
         values = dict(

@@ -30,7 +30,7 @@ def svc_env(**values: str) -> dict[str, str]:
 
 def last_due(cron: str) -> datetime:
     """The most recent due time of `cron` (UTC) before now: a moment computed from the clock, never a literal."""
-    from jobs.schedules import Cron
+    from domain.ops.schedules import Cron
 
     return Cron(cron).previous(datetime.now(UTC))
 

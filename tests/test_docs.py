@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from svc import config as config_module
-from svc.config import Config
+from domain import config as config_module
+from domain.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -50,7 +50,7 @@ def test_every_variable_the_configuration_reads_is_documented():
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)(?:=[^`]*)?`", (ROOT / "docs/configuration.md").read_text()))
     read = variables_the_configuration_reads()
     assert len(read) > 20, read  # the recording saw the configuration at work
-    assert read - documented == set(), "read by svc/config.py but missing from docs/configuration.md"
+    assert read - documented == set(), "read by domain/config.py but missing from docs/configuration.md"
 
 
 def _anchors(page: Path) -> set[str]:

@@ -3,8 +3,8 @@
 import re
 from pathlib import Path
 
-from jobs.schedules import AGENTS
-from svc.ops_runner import ENDPOINTS
+from clients.ops_runner import ENDPOINTS
+from domain.ops.schedules import AGENTS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "ci"
 # cron -> (svc ops job, agent)

@@ -26,8 +26,8 @@ from api.operations import (
     Operation,
     Param,
 )
-from jobs.router.deliveries import Delivery
-from jobs.router.shadow import OUTCOMES, SOURCES, Ignored, Receipt, ShadowRouter
+from domain.router import deliveries
+from domain.router.shadow import OUTCOMES, SOURCES, Ignored, Receipt, ShadowRouter
 
 _ENVELOPE_ERRORS = {401: "problem.json", 422: "problem.json"}
 
@@ -90,7 +90,8 @@ class Events:
 
 
 class Webhook:
-    """One inbound webhook endpoint; the normalizer is chosen from the delivery's headers and body."""
+    """One inbound webhook endpoint; the sender, and with it the normalizer, is the one whose credential verified
+    the delivery."""
 
     def __init__(self, router: ShadowRouter, endpoint: str, operation: Operation):
         self.router = router
@@ -107,8 +108,13 @@ class Webhook:
             document = parse_form_payload(raw)
         else:
             raise Problem(415, "unsupported-media-type", f"send the webhook body as {' or '.join(accepted_media)}")
-        delivery = Delivery(
+        # The sender was decided once, by the credential that verified the delivery; a CI report under the CI
+        # secret is read by the shape of its body.
+        identity = req.context.identity
+        sender = identity.actor if identity.scheme != CI else deliveries.ci_report_sender(document)
+        delivery = deliveries.Delivery(
             endpoint=self.endpoint,
+            sender=sender,
             headers={name.lower(): value for name, value in req.headers.items()},
             raw=raw,
             document=document,

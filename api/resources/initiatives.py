@@ -1,4 +1,4 @@
-"""Initiatives: create, list, change stage."""
+"""Initiatives over HTTP (rows in `storage/initiatives.py`): create, list, change stage."""
 
 from __future__ import annotations
 

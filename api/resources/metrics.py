@@ -1,12 +1,12 @@
-"""GET /metrics: the Prometheus text exposition written by prometheus_client (see api/metrics.py), behind basic
-credentials."""
+"""GET /metrics (its queries: `storage/metrics.py`): the Prometheus text exposition written by prometheus_client
+(see api/prometheus.py), behind basic credentials."""
 
 from __future__ import annotations
 
 import falcon
 
-from api.metrics import CONTENT_TYPE, Metrics
 from api.operations import Operation
+from api.prometheus import CONTENT_TYPE, Metrics
 
 
 class MetricsPage:

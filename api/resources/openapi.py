@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from api import openapi
+from api import openapi_document as openapi
 from api.operations import PUBLIC, Operation
 
 

@@ -15,11 +15,11 @@ import falcon
 
 from api import media, representations
 from api.operations import Operation
-from api.resources.agents import agent_row
-from jobs.ops import OpsAgents, Snapshot
-from jobs.runs import Trigger
-from jobs.steward import BayReport, SlotOutcome
-from svc.clock import Clock, iso
+from api.resources.agents_strip import agent_row
+from domain.clock import Clock, iso
+from domain.ops.agents import OpsAgents, Snapshot
+from domain.ops.runs import Trigger
+from domain.ops.steward import BayReport, SlotOutcome
 
 _ERRORS = {401: "problem.json", 422: "problem.json"}
 

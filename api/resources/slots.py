@@ -1,4 +1,4 @@
-"""Slots (bays): list them, claim one for a ticket."""
+"""Slots (bays) over HTTP (rows in `storage/slots.py`): list them, claim one for a ticket."""
 
 from __future__ import annotations
 

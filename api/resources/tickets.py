@@ -1,4 +1,4 @@
-"""Tickets: create, list, read, timeline, and the stage actions (move, mark_done, cancel)."""
+"""Tickets over HTTP (rows in `storage/tickets.py`): create, list, read, timeline, and the stage actions."""
 
 from __future__ import annotations
 
@@ -114,43 +114,31 @@ class TicketMove:
         resp.media = representations.ticket(self.board.move(key, req.context.body, actor=req.context.identity.actor))
 
 
-class TicketMarkDone:
-    operations = {
-        "POST": Operation(
-            "Mark a ticket done from any live stage; its slot is released and (PORT- tickets) its tracker item closed",
-            request="ticket-action.json",
-            request_optional=True,
-            responses={200: "ticket.json", **_ACTION_ERRORS},
-            params=(_KEY,),
-            tags=("board",),
+class TicketFinish:
+    """`mark_done` or `cancel`: a ticket to its final stage from any live stage, its slot released."""
+
+    SUMMARIES = {
+        "mark_done": (
+            "Mark a ticket done from any live stage; its slot is released and (PORT- tickets) its tracker item closed"
         ),
+        "cancel": "Cancel a ticket from any live stage; its slot is released",
     }
 
-    def __init__(self, board):
-        self.board = board
+    def __init__(self, board, action: str):
+        self.finish = getattr(board, action)
+        self.operations = {
+            "POST": Operation(
+                self.SUMMARIES[action],
+                request="ticket-action.json",
+                request_optional=True,
+                responses={200: "ticket.json", **_ACTION_ERRORS},
+                params=(_KEY,),
+                tags=("board",),
+            ),
+        }
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
-        row = self.board.mark_done(key, req.context.body, actor=req.context.identity.actor)
-        resp.media = representations.ticket(row)
-
-
-class TicketCancel:
-    operations = {
-        "POST": Operation(
-            "Cancel a ticket from any live stage; its slot is released",
-            request="ticket-action.json",
-            request_optional=True,
-            responses={200: "ticket.json", **_ACTION_ERRORS},
-            params=(_KEY,),
-            tags=("board",),
-        ),
-    }
-
-    def __init__(self, board):
-        self.board = board
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
-        resp.media = representations.ticket(self.board.cancel(key, req.context.body, actor=req.context.identity.actor))
+        resp.media = representations.ticket(self.finish(key, req.context.body, actor=req.context.identity.actor))
 
 
 def routes(services) -> list[tuple[str, object]]:
@@ -160,6 +148,6 @@ def routes(services) -> list[tuple[str, object]]:
         ("/api/v1/tickets/{key}", TicketItem(board)),
         ("/api/v1/tickets/{key}/timeline", TicketTimeline(board)),
         ("/api/v1/tickets/{key}/move", TicketMove(board)),
-        ("/api/v1/tickets/{key}/mark_done", TicketMarkDone(board)),
-        ("/api/v1/tickets/{key}/cancel", TicketCancel(board)),
+        ("/api/v1/tickets/{key}/mark_done", TicketFinish(board, "mark_done")),
+        ("/api/v1/tickets/{key}/cancel", TicketFinish(board, "cancel")),
     ]

@@ -1,4 +1,4 @@
-"""The wallet: budget, spend, lock."""
+"""The wallet over HTTP (its row: `storage/wallet.py`): budget, spend, lock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The writing agent: notify reports from the content repository, the automation toggle, and its config."""
+"""The writing agent over HTTP (`domain/writing.py` does the work): notify reports, the automation toggle, config."""
 
 from __future__ import annotations
 

@@ -1,14 +1,15 @@
-"""How a bay (slot) reads on the web board: free or held and by which ticket, idle for how long, and a release in
-progress in words — queued for the slot steward (its ticket is finished) or being wiped right now."""
+"""How a bay (slot) reads on the web board (`integrations/bays.py` wipes them): free or held and by which ticket, idle
+for how long, and a release in progress in words — queued for the slot steward (its ticket is finished) or being
+wiped right now."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
+from domain.board import SlotView
 from machines.stages import FINAL_STAGES
 from storage.slots import being_wiped
-from svc.board import SlotView
 
 FREE, HELD, RELEASING, WIPING = "free", "held", "releasing", "wiping"
 SYMBOLS = {FREE: "○", HELD: "●", RELEASING: "↻", WIPING: "↻"}

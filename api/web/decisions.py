@@ -1,13 +1,13 @@
-"""How a router decision reads on the web board: its outcome in words (shadow mode: "would dispatch", never
-"dispatched"), a symbol beside the colour, each gate's verdict spelled out, and a link to the subject's ticket
-page when the subject is a ticket on the board."""
+"""How a router decision (a row of `storage/decisions.py`) reads on the web board: its outcome in words (shadow mode:
+"would dispatch", never "dispatched"), a symbol beside the colour, each gate's verdict spelled out, and a link to
+the subject's ticket page when the subject is a ticket on the board."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.router.shadow import OUTCOMES, SOURCES
+from domain.router.shadow import OUTCOMES, SOURCES
 from storage.models import RouterDecision
 
 OUTCOME_WORDS = {

@@ -1,5 +1,5 @@
-"""Conditional GETs for the web board: each page's `ETag` is made from its marks of change, so a page that has
-not changed answers `If-None-Match` with 304 and no body, before anything is read for it or rendered.
+"""Conditional GETs for the web board: each page's `ETag` is made from its marks of change (`storage/freshness.py`),
+so a page that has not changed answers `If-None-Match` with 304 and no body, before anything is read for it or rendered.
 
 The tag is weak (`W/"..."`): besides the marks it holds the minute, since a page says "3 minutes ago" and
 "next in 2 hours", and a render within the same minute may differ from another by those words alone. A new
@@ -16,7 +16,7 @@ from typing import Any
 
 import falcon
 
-from svc import __version__
+from domain import __version__
 
 
 def _digest_of_the_web_files() -> str:

@@ -14,14 +14,14 @@ from api import params
 from api.operations import CURSOR, Operation, Param
 from api.web import bays, decisions, freshness
 from api.web.render import page
-from jobs import agents_strip
-from jobs.router.gates import AGREED_INITIATIVE_STAGES
-from jobs.router.shadow import OUTCOMES, SOURCES
+from domain import automation
+from domain.errors import NotFound
+from domain.ops import agents_strip
+from domain.router.gates import AGREED_INITIATIVE_STAGES
+from domain.router.shadow import OUTCOMES, SOURCES
 from machines.stages import LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage import runs
 from storage import wallet as storage_wallet
-from svc import automation
-from svc.errors import NotFound
 
 HTML = "text/html"
 RECENT_RUNS = 20

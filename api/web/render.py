@@ -10,8 +10,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from api.web.guidance import what_to_do
 from api.web.timeline import describe as describe_entry
+from domain.clock import iso
 from machines.ticket import menu as ticket_menu
-from svc.clock import iso
 
 # Everything comes from this service; nothing inline, nothing from elsewhere.
 CONTENT_SECURITY_POLICY = (

@@ -1,7 +1,7 @@
-"""How a timeline entry reads on a ticket page: a label in words, a symbol and a tone (never colour alone), and
-the facts of its `data` a person looks for — the receipt's status, the stage change, the slot and its wipe, the
-tracker close's result — and who did it ("by alice"). Every kind the service writes has a row here; an unknown kind
-still reads as words."""
+"""How a timeline entry (a row of `storage/timeline.py`) reads on a ticket page: a label in words, a symbol and a tone
+(never colour alone), and the facts of its `data` a person looks for — the receipt's status, the stage change, the
+slot and its wipe, the tracker close's result — and who did it ("by alice"). Every kind the service writes has a row
+here; an unknown kind still reads as words."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 
 from api.auth import CHECKS_ADMITTED, RECHECK_SECONDS, REMEMBER_SECONDS, FailedCredentials, PeopleCredentials
 from api.operations import changes_something
-from svc.accounts import CONCURRENT_CHECKS
+from domain.accounts import CONCURRENT_CHECKS
 
 from conftest import BASIC, CI_SECRET
 from processes import wait_until
@@ -41,7 +41,7 @@ def ticks():
 @pytest.fixture
 def people(app_factory, config, ticks):
     """The app, with a viewer and an operator account; returns (bootstrap, viewer, operator) clients."""
-    from svc import accounts
+    from domain import accounts
 
     app = app_factory(config, people=PeopleCredentials(monotonic=ticks))
     accounts.add(VIEWER[0], "viewer", VIEWER[1])
@@ -193,7 +193,7 @@ def test_an_operators_actions_carry_their_name(people):
 def _record_a_scheduled_run() -> None:
     from datetime import UTC, datetime
 
-    from jobs.runs import Trigger, record
+    from domain.ops.runs import Trigger, record
     from storage.db import connection, transaction
 
     at = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
@@ -223,7 +223,7 @@ def test_the_pages_show_who_is_signed_in_and_hide_controls_from_a_viewer(people)
 
 
 def test_credentials_are_remembered_until_the_account_row_changes(people, ticks):
-    from svc import accounts
+    from domain import accounts
 
     _, viewer, operator = people
     assert viewer.get("/api/v1/wallet").status_code == 200
@@ -245,7 +245,7 @@ def test_credentials_are_remembered_until_the_account_row_changes(people, ticks)
 
 
 def test_remembered_credentials_keep_no_password(app_factory, config, ticks):
-    from svc import accounts
+    from domain import accounts
 
     people = PeopleCredentials(monotonic=ticks)
     app = app_factory(config, people=people)
@@ -263,7 +263,7 @@ def test_remembered_credentials_keep_no_password(app_factory, config, ticks):
 
 
 def test_a_wrong_account_password_counts_toward_the_lockout(app_factory, config, ticks):
-    from svc import accounts
+    from domain import accounts
 
     failures = FailedCredentials(monotonic=ticks)
     app = app_factory(config, failures=failures, people=PeopleCredentials(monotonic=ticks))
@@ -302,7 +302,7 @@ class HeldHasher:
 
 @pytest.fixture
 def held(monkeypatch):
-    from svc import accounts
+    from domain import accounts
 
     hasher = HeldHasher(accounts._hasher)
     monkeypatch.setattr(accounts, "_hasher", hasher)
@@ -329,7 +329,7 @@ def test_a_flood_of_wrong_passwords_is_answered_at_once_instead_of_queueing_for_
     """Each request waiting for a password check holds a server thread, one fewer for everyone else: with every
     place taken, further credentials that are not remembered get 429 at once (not counted as a failure), and
     remembered credentials still go through. Requests with the same credentials share one check."""
-    from svc import accounts
+    from domain import accounts
 
     people = PeopleCredentials(monotonic=ticks)
     app = app_factory(config, people=people)
@@ -365,7 +365,7 @@ def test_a_flood_of_wrong_passwords_is_answered_at_once_instead_of_queueing_for_
 
 def test_an_unknown_name_costs_an_argon2_check_like_a_wrong_password(app, held):
     """Otherwise the time an answer takes tells which names have accounts."""
-    from svc import accounts
+    from domain import accounts
 
     accounts.add("olga", "operator", "olga-password-1")
     held.verified = 0
@@ -380,7 +380,7 @@ def test_remembered_credentials_due_for_their_next_argon2_check_wait_for_it_even
 ):
     """Once a minute a remembered account's password is checked anew; a flood of wrong passwords must not turn that
     into a 429 for every request the person's script has in flight."""
-    from svc import accounts
+    from domain import accounts
 
     people = PeopleCredentials(monotonic=ticks)
     app = app_factory(config, people=people)

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.metrics import AppendOnlyCount, RequestMetrics
+from api.prometheus import AppendOnlyCount, RequestMetrics
 
 NOTIFY = "/api/v1/agents/writing/notify"
 

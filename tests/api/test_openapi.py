@@ -6,7 +6,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
-from api import openapi
+from api import openapi_document as openapi
 
 from conftest import BASIC, CI_SECRET
 from events_kit import EXAMPLES

@@ -158,8 +158,8 @@ def test_the_snapshot_shows_the_last_staging_check_without_making_one(api, confi
 
 
 def test_the_snapshot_hides_the_writing_ticket_while_automation_is_off(api, board, clock):
+    from domain.automation import SETTING_KEY
     from machines.stages import WRITING_TICKET_KEY
-    from svc.automation import SETTING_KEY
 
     board.ticket(WRITING_TICKET_KEY, stage="human_test")
     assert api.get("/api/v1/ops/snapshot").json["counts"]["needs_you"] == 1

@@ -1,5 +1,5 @@
 """`TrustedProxies`, the WSGI layer `svc serve` puts in front of the app, called as waitress calls it (the real
-server behind a real proxy is tests/test_behind_a_proxy.py)."""
+server behind a real proxy is tests/end_to_end/test_behind_a_proxy.py)."""
 
 import ipaddress
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from svc import notify_hook
+from clients import notify_hook
 
 from processes import start_service, svc_env
 
@@ -37,7 +37,7 @@ print(json.dumps(results[step]))
 
 @pytest.fixture
 def repo(tmp_path):
-    """The example, with `svc/notify_hook.py` copied in (outside the service's package)."""
+    """The example, with `clients/notify_hook.py` copied in (outside the service's package)."""
     root = tmp_path / "content-repo"
     shutil.copytree(EXAMPLE, root)
     shutil.copy(notify_hook.__file__, root / "scripts" / "notify_hook.py")

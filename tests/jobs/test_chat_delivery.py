@@ -8,13 +8,14 @@ from datetime import timedelta
 
 import pytest
 
+from domain import chat
 from integrations.discord import DiscordWebhook
 from jobs import assembly
-from jobs.chat import PER_MINUTE, ChatDelivery
+from jobs.chat_delivery import PER_MINUTE, ChatDelivery
 from jobs.delivery import BACKOFF, OutboxDeliverer
 from storage import outbox
 from storage.db import connection, transaction
-from svc import chat, logs
+from svc import logs
 
 from processes import free_port, wait_until
 from servers.discord import FakeDiscord

@@ -82,8 +82,8 @@ DECIDE = textwrap.dedent(
     from jobs import assembly
     from jobs.process import JobsProcess
     from storage import db, migrations
-    from svc.clock import system_clock
-    from svc.config import Config
+    from domain.clock import system_clock
+    from domain.config import Config
 
     url = sys.argv[1]
     db.bind(db.open_database(url))

@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.process import JobsProcess, due_slot, heartbeat_age
-from jobs.schedules import AGENTS
+from domain.ops.pulse import heartbeat_age
+from domain.ops.schedules import AGENTS
+from jobs.process import JobsProcess, due_slot
 from storage.db import connection
 from storage.models import AgentRun, JobState
 

@@ -10,11 +10,11 @@ import types
 import pytest
 import schedule
 
+from domain.clock import system_clock
 from jobs.delivery import OutboxDeliverer, Outcome
 from jobs.process import JobsProcess
 from storage import job_state, outbox
 from storage.db import connection, transaction
-from svc.clock import system_clock
 
 from processes import wait_until
 

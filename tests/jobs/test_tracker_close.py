@@ -3,8 +3,8 @@ A failure lands on the ticket's timeline and never undoes the mark_done."""
 
 import pytest
 
+from jobs import assembly
 from jobs.delivery import BACKOFF, OutboxDeliverer
-from jobs.ops import OpsAgents
 from storage import outbox
 from storage.db import connection
 
@@ -33,7 +33,7 @@ def board(api):
 
 
 def deliver(config, clock) -> int:
-    handlers, recorders = OpsAgents(config, clock).outbox_handlers()
+    handlers, recorders = assembly.outbox_handlers(config, clock)
     return OutboxDeliverer(handlers, clock, recorders=recorders).drain(kinds=["tracker_close"])
 
 

@@ -40,7 +40,7 @@ def test_migration_3_brings_a_version_2_database_up_to_accounts_and_attribution(
 
 
 def test_an_account_stores_an_argon2id_hash_and_never_the_password(app):
-    from svc import accounts
+    from domain import accounts
 
     accounts.add("alice", "operator", "alice-password-1")
     with storage_db.connection():
@@ -54,8 +54,8 @@ def test_an_account_stores_an_argon2id_hash_and_never_the_password(app):
 
 
 def test_emptying_the_board_for_the_demo_keeps_peoples_accounts(app):
+    from domain import accounts
     from storage import reset, wallet
-    from svc import accounts
 
     accounts.add("alice", "operator", "alice-password-1")
     with storage_db.connection(), storage_db.transaction():

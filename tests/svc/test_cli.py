@@ -1,7 +1,7 @@
 """The `svc` command's own decisions (what its subcommands do is tested through real processes elsewhere)."""
 
+from domain.config import Config
 from svc.cli import jobs_grace_seconds
-from svc.config import Config
 
 
 def test_svc_run_gives_the_jobs_process_longer_than_a_bay_wipe_may_take_before_killing_it():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import notify_hook  # copied next to this script from the service (svc/notify_hook.py)
+import notify_hook  # copied next to this script from the service (clients/notify_hook.py)
 import writing_step
 
 

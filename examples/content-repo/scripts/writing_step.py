@@ -7,7 +7,7 @@ which prints, as the last line of its standard output, one JSON object:
 
     {"status": "BACKFILL_READY", "missing": 2, "items": [{"date": "2026-11-19", "slug": "...", "title": "..."}]}
 
-and reports that status to the service with `notify_hook.py` (copied from the service: `svc/notify_hook.py`).
+and reports that status to the service with `notify_hook.py` (copied from the service: `clients/notify_hook.py`).
 A tool that fails without saying which failure reports FAIL_STATUS, FAIL_DRAFT or FAIL_PUSH for its step.
 Exit code: 0 when the step and the report went through; otherwise the tool's failure (1) or the hook's code.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import notify_hook  # copied next to this script from the service (svc/notify_hook.py)
+import notify_hook  # copied next to this script from the service (clients/notify_hook.py)
 
 FAILURE_OF_STEP = {"status": "FAIL_STATUS", "catchup": "FAIL_DRAFT", "finalize-batch": "FAIL_PUSH"}
 STEP_TIMEOUT = float(os.environ.get("WRITING_STEP_TIMEOUT", "7200"))

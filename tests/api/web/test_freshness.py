@@ -212,7 +212,7 @@ def test_the_decisions_page_moves_when_a_decisions_subject_becomes_a_ticket(boar
 def test_people_never_share_a_tag(board, app):
     # A viewer's page has no controls and says "can look, not change"; another operator's says their own name: a
     # tag one of them holds must never answer another's request with a 304.
-    from svc import accounts
+    from domain import accounts
 
     from conftest import CI_SECRET
     from testclient import ApiClient

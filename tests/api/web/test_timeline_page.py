@@ -1,6 +1,6 @@
 """A ticket page's timeline reads as words: what happened, its outcome (with a symbol, not colour alone) and the
 facts a person looks for, for the entries the board, the writing agent and the toggle write through the API.
-(Slot releases and tracker closes come from the jobs process: see tests/jobs/test_demo.py.)"""
+(Slot releases and tracker closes come from the jobs process: see tests/svc/test_demo.py.)"""
 
 import re
 

@@ -1,0 +1,177 @@
+"""People's accounts, the units of work over `storage/accounts.py`: what `svc user ...` runs, and checking a
+person's password.
+
+A password is kept only as its argon2id hash, made with argon2-cffi's defaults (RFC 9106's second recommended
+profile: 64 MiB, 3 passes): checking one costs tens of milliseconds on purpose, which is why the API remembers
+credentials it has checked (see `api.auth.PeopleCredentials`) instead of checking them on every request.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from domain import units
+from domain.clock import Clock, system_clock
+from domain.errors import Conflict, DomainError, NotFound
+from storage import accounts
+from storage.db import connection
+from storage.models import Account
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+ROLES = (VIEWER, OPERATOR)
+ROLE_MEANING = {
+    VIEWER: "reads everything (every GET, the board, ticket pages, decisions) and changes nothing",
+    OPERATOR: "does everything people do: board actions, ops endpoints, the automation toggle, the wallet",
+}
+MIN_PASSWORD = 8  # as for SVC_BASIC_AUTH
+MAX_PASSWORD = 1024  # argon2 takes any length; a bound keeps a hostile header from costing more than a hash
+# Matched whole (fullmatch): "$" would also accept a trailing line break, and "ci\n" reads as "ci" on a page.
+NAME = re.compile(r"[a-z0-9][a-z0-9._@-]{0,63}")
+# Timelines name machines by these actors (api/auth.py): a person called "ci" would read as the CI secret.
+MACHINE_ACTORS = frozenset({"anonymous", "ci", "github", "gitlab", "linear"})
+# At most this many password checks run at once in a process: each holds 64 MiB for its tens of milliseconds.
+CONCURRENT_CHECKS = 2
+
+_hasher = PasswordHasher()
+_checking = threading.BoundedSemaphore(CONCURRENT_CHECKS)
+_decoy_lock = threading.Lock()
+_decoy: str | None = None
+
+
+class AccountRefused(DomainError):
+    """A name, role or password that cannot be an account's (the message says why, for a person)."""
+
+
+@dataclass(frozen=True)
+class Person:
+    """Who a checked password belongs to, and the hash it was checked against (it changes with the password)."""
+
+    name: str
+    role: str
+    password_hash: str
+
+
+def check_name(name: str, *, reserved: frozenset[str] = frozenset()) -> None:
+    if not NAME.fullmatch(name):
+        raise AccountRefused(
+            f"{name!r} cannot be an account name: use 1 to 64 lower-case letters, digits and . _ @ -, "
+            "starting with a letter or digit"
+        )
+    if name in MACHINE_ACTORS or name in reserved:
+        raise AccountRefused(f"{name!r} is the name of built-in credentials; choose another name")
+
+
+def check_role(role: str) -> None:
+    if role not in ROLES:
+        raise AccountRefused(f"{role!r} is not a role; roles: {', '.join(ROLES)}")
+
+
+def check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD:
+        raise AccountRefused(f"the password must be at least {MIN_PASSWORD} characters long")
+    if len(password) > MAX_PASSWORD:
+        raise AccountRefused(f"the password must be at most {MAX_PASSWORD} characters long")
+    if any(c in password for c in "\r\n\x00"):
+        raise AccountRefused("the password cannot contain a line break or NUL")
+
+
+def add(
+    name: str,
+    role: str,
+    password: str,
+    *,
+    reserved: frozenset[str] = frozenset(),
+    clock: Clock = system_clock,
+) -> Account:
+    """Create an account; `reserved` holds names taken by other credentials (the bootstrap user)."""
+    check_name(name, reserved=reserved)
+    check_role(role)
+    check_password(password)
+    password_hash = _hasher.hash(password)  # slow: outside the transaction
+
+    def work() -> Account:
+        if accounts.exists(name):
+            raise Conflict(f"an account called {name!r} exists already (change its password with: svc user passwd)")
+        return accounts.insert(name=name, role=role, password_hash=password_hash, at=clock())
+
+    return units.run(work, what=f"adding account {name}")
+
+
+def change_password(name: str, password: str, *, clock: Clock = system_clock) -> None:
+    """A new password; every API process stops taking the old one within `api.auth.RECHECK_SECONDS`."""
+    check_password(password)
+    password_hash = _hasher.hash(password)
+
+    def work() -> None:
+        if not accounts.set_password(name, password_hash, at=clock()):
+            raise NotFound("account", name)
+
+    units.run(work, what=f"changing the password of {name}")
+
+
+def change_role(name: str, role: str) -> None:
+    check_role(role)
+
+    def work() -> None:
+        if not accounts.set_role(name, role):
+            raise NotFound("account", name)
+
+    units.run(work, what=f"changing the role of {name}")
+
+
+def remove(name: str) -> None:
+    """Delete the account; what it did stays attributed to its name on timelines and runs."""
+
+    def work() -> None:
+        if not accounts.delete(name):
+            raise NotFound("account", name)
+
+    units.run(work, what=f"removing account {name}")
+
+
+def everyone() -> list[Account]:
+    with connection():
+        return accounts.everyone()
+
+
+def current(name: str) -> Account | None:
+    """The account as stored now (one indexed read)."""
+    with connection():
+        return accounts.get(name)
+
+
+def check(name: str, password: str) -> Person | None:
+    """The account whose name and password these are, or None. Slow (argon2id) whatever the answer: an unknown
+    name is checked against a decoy hash, so the time taken does not tell which names exist."""
+    account = current(name) if NAME.fullmatch(name) else None
+    if len(password) > MAX_PASSWORD:
+        return None
+    with _checking:
+        if account is None:
+            _verify(_decoy_hash(), password)
+            return None
+        if not _verify(account.password_hash, password):
+            return None
+    return Person(account.name, account.role, account.password_hash)
+
+
+def _verify(password_hash: str, password: str) -> bool:
+    try:
+        return _hasher.verify(password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def _decoy_hash() -> str:
+    global _decoy
+    with _decoy_lock:
+        if _decoy is None:
+            _decoy = _hasher.hash(secrets.token_urlsafe(16))
+        return _decoy

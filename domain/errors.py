@@ -1,0 +1,58 @@
+"""Domain errors (and `machines/errors.py`'s). The API maps each to an HTTP status in one place (`api/errors.py`)."""
+
+from __future__ import annotations
+
+from contracts import ContractViolation, Violation
+from machines.errors import TransitionForbidden
+
+__all__ = [
+    "Conflict",
+    "ContractViolation",
+    "DomainError",
+    "IdempotencyMismatch",
+    "InvalidQuery",
+    "NotFound",
+    "StaleDelivery",
+    "TransitionForbidden",
+    "Violation",
+]
+
+
+class DomainError(Exception):
+    """Base of the errors a unit of work raises on purpose."""
+
+
+class NotFound(DomainError):
+    """No such ticket, initiative, slot, ..."""
+
+    def __init__(self, what: str, ident: str, *, path: str | None = None):
+        self.what = what
+        self.ident = ident
+        self.path = path
+        super().__init__(f"no {what} {ident!r}")
+
+
+class Conflict(DomainError):
+    """The request is well formed but collides with the current state (existing key, held slot, ...)."""
+
+    def __init__(self, message: str, *, current_stage: str | None = None):
+        self.current_stage = current_stage
+        super().__init__(message)
+
+
+class InvalidQuery(DomainError):
+    """A query parameter is malformed (bad cursor, limit out of range, unknown filter value)."""
+
+    def __init__(self, parameter: str, message: str):
+        self.parameter = parameter
+        super().__init__(f"{parameter}: {message}")
+
+
+class IdempotencyMismatch(DomainError):
+    """An Idempotency-Key was reused with a different request body."""
+
+
+class StaleDelivery(DomainError):
+    """A correctly signed webhook delivery whose signed time is outside the replay window (or missing).
+
+    It is refused like a bad signature (401), but it is not a failed credential: see `api/errors.py`."""

@@ -1,0 +1,152 @@
+"""What the gates may know about the board, from the live database or from a snapshot held in memory.
+
+The gates read the board only through `BoardView`, so the live router (inside the unit of work that records
+the decision) and `svc replay` (offline, against a snapshot) run the very same gate functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from domain.clock import iso
+from storage import decisions, initiatives, slots, tickets, wallet
+
+# Stages in which a ticket holding a slot counts against the fleet.
+FLEET_STAGES = ("execute", "ci")
+RETRY_WINDOW = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class TicketState:
+    key: str
+    stage: str
+    initiative_id: str | None
+
+
+class BoardView(Protocol):
+    def ticket(self, key: str) -> TicketState | None: ...
+
+    def initiative_stage(self, initiative_id: str) -> str | None: ...
+
+    def wallet_locked(self) -> bool: ...
+
+    def slots_held_by_others(self, key: str | None) -> int:
+        """Tickets other than `key` that hold a slot while in `execute` or `ci`."""
+        ...
+
+    def fixer_dispatches(self, key: str, since: datetime) -> int: ...
+
+
+class LiveBoardView:
+    """The board as it is now, read inside the caller's transaction."""
+
+    def ticket(self, key: str) -> TicketState | None:
+        row = tickets.get(key)
+        return TicketState(row.key, row.stage, row.initiative_id) if row is not None else None
+
+    def initiative_stage(self, initiative_id: str) -> str | None:
+        row = initiatives.get(initiative_id)
+        return row.stage if row is not None else None
+
+    def wallet_locked(self) -> bool:
+        return bool(wallet.get().locked)
+
+    def slots_held_by_others(self, key: str | None) -> int:
+        return slots.count_claimed_in_stages(list(FLEET_STAGES), excluding_ticket=key)
+
+    def fixer_dispatches(self, key: str, since: datetime) -> int:
+        return decisions.fixer_dispatches_since(key, since)
+
+
+@dataclass
+class SnapshotBoardView:
+    """A board held in memory: what `svc replay` evaluates against, and what it updates as it goes.
+
+    Replayed fixer dispatches count against the retry budget of later lines, as they would have live; the
+    ledger keeps only the last day per ticket, so memory does not grow with the length of the file.
+    """
+
+    tickets: dict[str, TicketState] = field(default_factory=dict)
+    initiatives: dict[str, str] = field(default_factory=dict)
+    locked: bool = False
+    fleet_holders: set[str] = field(default_factory=set)
+    fixer_ledger: dict[str, deque[datetime]] = field(default_factory=dict)
+
+    def ticket(self, key: str) -> TicketState | None:
+        return self.tickets.get(key)
+
+    def initiative_stage(self, initiative_id: str) -> str | None:
+        return self.initiatives.get(initiative_id)
+
+    def wallet_locked(self) -> bool:
+        return self.locked
+
+    def slots_held_by_others(self, key: str | None) -> int:
+        return len(self.fleet_holders) - (1 if key in self.fleet_holders else 0)
+
+    def fixer_dispatches(self, key: str, since: datetime) -> int:
+        ledger = self.fixer_ledger.get(key)
+        if not ledger:
+            return 0
+        while ledger and ledger[0] < since:
+            ledger.popleft()
+        return len(ledger)
+
+    def note_fixer_dispatch(self, key: str, at: datetime) -> None:
+        self.fixer_ledger.setdefault(key, deque()).append(at)
+
+    # -- files ---------------------------------------------------------------------------------------------
+
+    def to_document(self, *, taken_at: datetime) -> dict[str, Any]:
+        return {
+            "schema": "svc.board-snapshot/v0",
+            "taken_at": iso(taken_at),
+            "tickets": [
+                {"key": t.key, "stage": t.stage, "initiative_id": t.initiative_id}
+                for t in sorted(self.tickets.values(), key=lambda t: t.key)
+            ],
+            "initiatives": [{"id": i, "stage": s} for i, s in sorted(self.initiatives.items())],
+            "wallet": {"locked": self.locked},
+            "fleet_holders": sorted(self.fleet_holders),
+            "fixer_dispatches": {k: [iso(t) for t in v] for k, v in sorted(self.fixer_ledger.items()) if v},
+        }
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> SnapshotBoardView:
+        """Build from a snapshot document that passed `board-snapshot.json`."""
+        view = cls(
+            tickets={t["key"]: TicketState(t["key"], t["stage"], t.get("initiative_id")) for t in document["tickets"]},
+            initiatives={i["id"]: i["stage"] for i in document.get("initiatives", [])},
+            locked=bool(document.get("wallet", {}).get("locked", False)),
+            fleet_holders=set(document.get("fleet_holders", [])),
+        )
+        for key, times in document.get("fixer_dispatches", {}).items():
+            view.fixer_ledger[key] = deque(sorted(_parse(t) for t in times))
+        return view
+
+    @classmethod
+    def from_database(cls, *, now: datetime) -> SnapshotBoardView:
+        """The live board, read once (call inside a connection)."""
+        view = cls(
+            tickets={key: TicketState(key, stage, initiative) for key, stage, initiative in tickets.stages()},
+            initiatives=initiatives.stages(),
+            locked=bool(wallet.get().locked),
+        )
+        view.fleet_holders = {
+            key for key in slots.claiming_tickets() if key in view.tickets and view.tickets[key].stage in FLEET_STAGES
+        }
+        for key, times in decisions.fixer_dispatch_times_since(now - RETRY_WINDOW).items():
+            view.fixer_ledger[key] = deque(times)
+        return view
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def dump_snapshot(view: SnapshotBoardView, *, taken_at: datetime) -> str:
+    return json.dumps(view.to_document(taken_at=taken_at), indent=2)

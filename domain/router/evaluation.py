@@ -1,0 +1,46 @@
+"""Evaluating one valid envelope: every gate, then the rules; the outcome says what live mode would do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from domain.router.board_view import BoardView
+from domain.router.gates import GATES, GateInput, Policy
+from domain.router.rules import first_match
+
+WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED = "would_dispatch", "blocked", "no_action", "rejected"
+
+
+@dataclass(slots=True)
+class Evaluation:
+    outcome: str
+    role: str | None
+    gates: list[dict[str, Any]]
+
+
+def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: datetime) -> Evaluation:
+    """`envelope` must already conform to `svc.normalized-event/v0`.
+
+    `role` is the matched rule's role even when a gate blocks it, so a blocked decision still says what it
+    blocked; only `would_dispatch` counts against the retry budget.
+    """
+    subject = envelope["subject"]
+    ticket = view.ticket(subject["id"]) if subject["type"] == "ticket" else None
+    rule = first_match(envelope)
+    role = rule.role if rule is not None else None
+    given = GateInput(envelope, ticket, view, policy, now, role)
+    results = []
+    passed = True
+    for gate in GATES:
+        result = gate(given)
+        passed = passed and result.passed
+        results.append(result.as_dict())
+    if not passed:
+        outcome = BLOCKED
+    elif role is not None:
+        outcome = WOULD_DISPATCH
+    else:
+        outcome = NO_ACTION
+    return Evaluation(outcome, role, results)

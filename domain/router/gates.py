@@ -1,0 +1,158 @@
+"""The gates of the contract, as small functions run in its explicit order. Every gate is evaluated and recorded
+with its reason, not only the first that fails: a decision says everything that would stop live dispatch.
+
+| gate           | passes when                                                                                   |
+|----------------|-----------------------------------------------------------------------------------------------|
+| `authorization`| the actor id is on `SVC_ROUTER_ALLOWLIST`; kinds `unknown`, `untrusted_comment` fail closed |
+| `agreement`    | the subject's initiative is `active` or `done` (past the agree stage)                         |
+| `budget`       | the wallet is not locked                                                                      |
+| `fleet`        | fewer other tickets hold a slot in `execute` or `ci` than the fleet size (1)                  |
+| `human_gate`   | the ticket is not in, and the transition does not lead to, `human_test` or `human_merge`      |
+| `retry_budget` | the event would dispatch no fixer, or the ticket's fixer dispatches of the last day are below |
+|                | `SVC_RETRY_BUDGET` (default 2)                                                                |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from domain.config import Config
+from domain.router.board_view import RETRY_WINDOW, BoardView, TicketState
+
+FAIL_CLOSED_ACTORS = frozenset({"unknown", "untrusted_comment"})
+AGREED_INITIATIVE_STAGES = frozenset({"active", "done"})
+HUMAN_GATES = frozenset({"human_test", "human_merge"})
+FLEET_SIZE = 1
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The knobs of the gates; `svc replay` can change them to compare a policy on recorded history."""
+
+    allowlist: frozenset[str]
+    retry_budget: int = 2
+    fleet_size: int = FLEET_SIZE
+
+    @classmethod
+    def from_config(cls, config: Config) -> Policy:
+        return cls(allowlist=config.router_allowlist, retry_budget=config.retry_budget_per_day)
+
+
+@dataclass(slots=True)
+class GateInput:
+    envelope: dict[str, Any]
+    ticket: TicketState | None  # the subject's board ticket, when the subject is a known ticket
+    view: BoardView
+    policy: Policy
+    now: datetime
+    # The role of the rule that matches the event (`domain/router/rules.py`), or None: what live mode would dispatch.
+    role: str | None = None
+
+    @property
+    def subject_key(self) -> str | None:
+        subject = self.envelope["subject"]
+        return subject["id"] if subject["type"] == "ticket" else None
+
+
+@dataclass(slots=True)
+class GateResult:
+    gate: str
+    passed: bool
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gate": self.gate, "passed": self.passed, "reason": self.reason}
+
+
+# What a gate's check says: (passed, reason).
+Verdict = tuple[bool, str]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A named gate: `check` reads the event and the board and says whether it passes and why."""
+
+    name: str
+    check: Callable[[GateInput], Verdict]
+
+    def __call__(self, given: GateInput) -> GateResult:
+        passed, reason = self.check(given)
+        return GateResult(self.name, passed, reason)
+
+
+def authorization_gate(given: GateInput) -> Verdict:
+    actor = given.envelope["actor"]
+    kind, ident = actor["kind"], actor.get("id")
+    if kind in FAIL_CLOSED_ACTORS:
+        return False, f"actor kind {kind} fails closed"
+    if not ident:
+        return False, f"the {kind} actor has no id to check against the allowlist"
+    if ident in given.policy.allowlist:
+        return True, f"actor {ident} is on the allowlist"
+    return False, f"actor {ident} is not on SVC_ROUTER_ALLOWLIST"
+
+
+def agreement_gate(given: GateInput) -> Verdict:
+    # The board's ticket says which initiative it belongs to; the envelope's claim counts only without one.
+    initiative = given.ticket.initiative_id if given.ticket else given.envelope["subject"].get("initiative_id")
+    if not initiative:
+        return False, "no initiative is known for the subject"
+    stage = given.view.initiative_stage(initiative)
+    if stage is None:
+        return False, f"initiative {initiative} is not on the board"
+    if stage in AGREED_INITIATIVE_STAGES:
+        return True, f"initiative {initiative} is {stage}"
+    return False, f"initiative {initiative} is {stage}, not yet agreed (active or done)"
+
+
+def budget_gate(given: GateInput) -> Verdict:
+    if given.view.wallet_locked():
+        return False, "the wallet is locked"
+    return True, "the wallet is not locked"
+
+
+def fleet_gate(given: GateInput) -> Verdict:
+    busy = given.view.slots_held_by_others(given.subject_key)
+    size = given.policy.fleet_size
+    if busy < size:
+        return True, f"{busy} other ticket(s) hold a slot in execute or ci; fleet size {size}"
+    return False, f"{busy} other ticket(s) hold a slot in execute or ci; fleet size {size}"
+
+
+def human_gate(given: GateInput) -> Verdict:
+    if given.ticket is not None and given.ticket.stage in HUMAN_GATES:
+        return False, f"{given.ticket.key} is at the human gate {given.ticket.stage}"
+    target = given.envelope["transition"].get("to")
+    if target in HUMAN_GATES:
+        return False, f"the transition leads to the human gate {target}"
+    return True, "no human gate is in the way"
+
+
+def retry_budget_gate(given: GateInput) -> Verdict:
+    key = given.subject_key
+    budget = given.policy.retry_budget
+    if given.role != "fixer":
+        # The budget limits how often a fixer retries a red pipeline; a used-up budget must not block a coder
+        # dispatch or any other event about the ticket.
+        return True, "no fixer rule would dispatch for this event; the budget gates fixers only"
+    if key is None:
+        return True, "the subject is not a ticket; no fixer dispatches to count"
+    used = given.view.fixer_dispatches(key, given.now - RETRY_WINDOW)
+    if used < budget:
+        return True, f"{used} of {budget} fixer dispatches used in the last day"
+    return False, f"{used} of {budget} fixer dispatches used in the last day"
+
+
+# The contract's explicit order, each gate with the name its decisions record.
+GATES: tuple[Gate, ...] = (
+    Gate("authorization", authorization_gate),
+    Gate("agreement", agreement_gate),
+    Gate("budget", budget_gate),
+    Gate("fleet", fleet_gate),
+    Gate("human_gate", human_gate),
+    Gate("retry_budget", retry_budget_gate),
+)
+GATE_NAMES = tuple(gate.name for gate in GATES)

@@ -1,0 +1,194 @@
+"""`ShadowRouter`: the unit of work behind `POST events` and the webhooks, the board's own events and the poller.
+
+For each envelope, in one transaction: validate it (a broken one is recorded as `rejected`); if its event id
+was accepted before, answer with that decision and record nothing; else run every gate and the rules against
+the live board and record one decision. Nothing is ever dispatched.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from contracts.envelope import envelope_violations
+from domain import units
+from domain.clock import Clock
+from domain.config import Config
+from domain.router import deliveries
+from domain.router.board_view import LiveBoardView, TicketState
+from domain.router.evaluation import REJECTED, evaluate
+from domain.router.gates import Policy
+from domain.router.senders.payloads import Unmappable
+from domain.router.ticket_keys import KnownTicketKeys
+from storage import decisions
+from storage import tickets as ticket_rows
+from storage.models import RouterDecision, Ticket
+
+log = logging.getLogger("svc.router")
+
+MODE = "shadow"
+ACCEPTED, DUPLICATE, INVALID = 202, 200, 422
+SOURCES = ("tracker", "forge", "ci", "svc", "poller")
+KINDS = (
+    "state_changed",
+    "needs_you",
+    "cleared",
+    "stuck",
+    "dispatch_requested",
+    "opened",
+    "synchronized",
+    "ready_for_review",
+    "merged",
+    "closed",
+    "pipeline_started",
+    "pipeline_passed",
+    "pipeline_failed",
+    "pipeline_skipped",
+)
+OUTCOMES = ("would_dispatch", "blocked", "no_action", "rejected")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What became of one envelope: 202 accepted now, 200 accepted before, 422 rejected (and recorded)."""
+
+    status: int
+    event_id: str | None
+    decision: RouterDecision
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A delivery that maps to no event; nothing was recorded."""
+
+    reason: str
+    delivery: str | None
+
+
+class ShadowRouter:
+    def __init__(self, config: Config, clock: Clock, *, policy: Policy | None = None):
+        self.config = config
+        self.clock = clock
+        self.policy = policy or Policy.from_config(config)
+        self.view = LiveBoardView()
+        self.known_keys = KnownTicketKeys(config.ticket_prefixes)
+
+    # -- intake ------------------------------------------------------------------------------------------
+
+    def receive(self, document: Any) -> Receipt:
+        """Route one envelope in its own transaction."""
+        return units.run(lambda: self._route(document), what="routing the event")
+
+    def receive_batch(self, documents: list[Any]) -> list[Receipt]:
+        """Route a batch in order, in one transaction: all of it is recorded, or (on a crash) none of it.
+
+        Each envelope is judged as it would be alone, and sees the decisions of those before it (a second
+        pipeline_failed counts the first one's fixer dispatch; a repeated id is a duplicate).
+        """
+        return units.run(lambda: [self._route(d) for d in documents], what="routing the batch")
+
+    def receive_delivery(self, delivery: deliveries.Delivery) -> Receipt | Ignored:
+        """Normalize a signed webhook delivery and route its envelope.
+
+        Raises `StaleDelivery` when the sender signed a time outside the replay window (before anything is
+        read or written) and `PayloadError` when the payload is malformed. A delivery that is the same event
+        as one accepted before (see `deliveries.identify`) answers with that event's decision."""
+        deliveries.check_fresh(delivery, now=self.clock(), tolerance=self.config.webhook_tolerance_seconds)
+        identity = deliveries.identify(delivery)
+
+        def work() -> Receipt | Ignored:
+            try:
+                envelope = deliveries.normalize(delivery, identity, known=self.known_keys, lookup=_tracked_ticket)
+            except Unmappable as exc:
+                return Ignored(str(exc), delivery.delivery_id)
+            return self._route(envelope, same_event=identity.same_event)
+
+        return units.run(work, what="routing the delivery")
+
+    # -- the one path every envelope takes ---------------------------------------------------------------
+
+    def _route(self, document: Any, *, same_event: str | None = None) -> Receipt:
+        """`same_event` is what makes a redelivery the same event (a webhook's, see `deliveries.identify`);
+        for an envelope it is its id."""
+        now = self.clock()
+        found = envelope_violations(document)
+        if found:
+            row = decisions.record(
+                event_id=_text(document, ("id",), 200),
+                evaluated_at=now,
+                mode=MODE,
+                source=_choice(document, ("source",), SOURCES),
+                kind=_choice(document, ("transition", "kind"), KINDS),
+                subject_id=_text(document, ("subject", "id"), 128),
+                outcome=REJECTED,
+                role=None,
+                gates=[],
+                envelope=document,
+                errors=[v.as_dict() for v in found],
+            )
+            log.info("event rejected", extra={"decision_id": row.id, "violations": len(found)})
+            return Receipt(INVALID, row.event_id, row)
+        event_id = document["id"]
+        same_event = same_event or event_id
+        earlier = decisions.accepted(same_event)
+        if earlier is not None:
+            # The event's own id, as first recorded: a replay under another delivery id answers with it.
+            return Receipt(DUPLICATE, earlier.event_id, earlier)
+        result = evaluate(document, self.view, self.policy, now=now)
+        row = decisions.record(
+            event_id=event_id,
+            evaluated_at=now,
+            mode=MODE,
+            source=document["source"],
+            kind=document["transition"]["kind"],
+            subject_id=document["subject"]["id"],
+            outcome=result.outcome,
+            role=result.role,
+            gates=result.gates,
+            envelope=document,
+            errors=None,
+        )
+        # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
+        decisions.accept(same_event, row, at=now, alias=event_id)
+        return Receipt(ACCEPTED, event_id, row)
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    def decisions(
+        self,
+        *,
+        limit: int,
+        cursor: str | None,
+        outcome: str | None,
+        source: str | None,
+        subject_id: str | None,
+        since: datetime | None,
+    ) -> tuple[list[RouterDecision], str | None]:
+        return decisions.page(
+            limit=limit, cursor=cursor, outcome=outcome, source=source, subject_id=subject_id, since=since
+        )
+
+
+def _tracked_ticket(issue_id: str, identifier: str) -> TicketState | None:
+    row: Ticket | None = ticket_rows.tracking(issue_id, identifier)
+    return TicketState(row.key, row.stage, row.initiative_id) if row is not None else None
+
+
+def _dig(document: Any, path: tuple[str, ...]) -> Any:
+    for step in path:
+        if not isinstance(document, dict):
+            return None
+        document = document.get(step)
+    return document
+
+
+def _text(document: Any, path: tuple[str, ...], limit: int) -> str | None:
+    value = _dig(document, path)
+    return value if isinstance(value, str) and 0 < len(value) <= limit else None
+
+
+def _choice(document: Any, path: tuple[str, ...], options: tuple[str, ...]) -> str | None:
+    value = _dig(document, path)
+    return value if value in options else None

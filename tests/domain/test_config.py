@@ -1,0 +1,161 @@
+import stat
+
+import pytest
+
+from domain.config import Config, ConfigError
+
+
+def test_defaults_match_the_readme():
+    config = Config.from_env({})
+    assert config.host == "127.0.0.1"
+    assert config.port == 8080
+    assert config.base_url == "http://127.0.0.1:8080"
+    assert config.database_url == "sqlite:///var/svc.sqlite3"
+    assert config.max_body_bytes == 1_048_576
+    assert config.tracker_api_url == "https://api.linear.app/graphql"
+    assert config.router_allowlist == frozenset()
+    assert config.ci_webhook_secret is None and config.basic_auth is None
+
+
+def test_every_bad_value_is_named_at_once():
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env(
+            {
+                "SVC_PORT": "eighty",
+                "SVC_BASIC_AUTH": "no-colon",
+                "DISCORD_WEBHOOK_URL": "http://discord.example/api/webhooks/1/token",
+                "SVC_STAGING_URL": "http://staging.example",
+                "DATABASE_URL": "mysql://x/y",
+                "OPS_PULSE_ALWAYS": "sometimes",
+                "SVC_CI_WEBHOOK_SECRET": "short",
+                "SVC_BAY_WIPE_COMMAND": "wipe-bay",
+            }
+        )
+    named = {p.split(":", 1)[0] for p in caught.value.problems}
+    assert named == {
+        "SVC_PORT",
+        "SVC_BASIC_AUTH",
+        "DISCORD_WEBHOOK_URL",
+        "SVC_STAGING_URL",
+        "DATABASE_URL",
+        "OPS_PULSE_ALWAYS",
+        "SVC_CI_WEBHOOK_SECRET",
+        "SVC_BAY_WIPE_COMMAND",
+    }
+
+
+def test_a_chat_webhook_token_never_appears_in_the_error():
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env({"DISCORD_WEBHOOK_URL": "http://discord.example/api/webhooks/1/SECRET-TOKEN"})
+    assert "SECRET-TOKEN" not in str(caught.value)
+
+
+def test_http_chat_webhook_is_allowed_only_to_loopback():
+    config = Config.from_env({"DISCORD_WEBHOOK_URL": "http://127.0.0.1:9999/api/webhooks/1/t"})
+    assert config.discord_webhook_url == "http://127.0.0.1:9999/api/webhooks/1/t"
+
+
+def test_values_are_parsed():
+    config = Config.from_env(
+        {
+            "SVC_DATA_DIR": "/srv/svc",
+            "SVC_PORT": "9000",
+            "OPS_PULSE_ALWAYS": "1",
+            "SVC_ROUTER_ALLOWLIST": "alice, bot-1,,",
+            "SVC_BAY_WIPE_COMMAND": "ssh bays wipe {slot}",
+            "DATABASE_URL": "postgresql://127.0.0.1:5432/test",
+        }
+    )
+    assert config.port == 9000
+    assert config.ops_pulse_always is True
+    assert config.router_allowlist == {"alice", "bot-1"}
+    assert config.bay_wipe_command == ("ssh", "bays", "wipe", "{slot}")
+    assert config.database_url == "postgresql://127.0.0.1:5432/test"
+
+
+def test_first_start_generates_private_credentials_and_later_starts_reuse_them(tmp_path, capsys):
+    config = Config(data_dir=tmp_path / "data")
+    first = config.with_generated_credentials()
+    path = tmp_path / "data" / "credentials.env"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert str(path) in capsys.readouterr().out
+    assert len(first.ci_webhook_secret) >= 32
+    user, _, password = first.basic_auth.partition(":")
+    assert user == "svc" and len(password) >= 16
+    second = config.with_generated_credentials()
+    assert (second.ci_webhook_secret, second.basic_auth) == (first.ci_webhook_secret, first.basic_auth)
+
+
+def test_environment_secrets_win_over_the_generated_file(tmp_path):
+    Config(data_dir=tmp_path).with_generated_credentials()
+    config = Config(data_dir=tmp_path, basic_auth="ops:from-the-environment").with_generated_credentials()
+    assert config.basic_auth == "ops:from-the-environment"
+
+
+def test_trusted_proxies_are_addresses_or_networks():
+    import ipaddress
+
+    config = Config.from_env(
+        {
+            "SVC_TRUSTED_PROXY": "10.0.0.5, 10.1.0.0/16,::1",
+            "SVC_TRUSTED_PROXY_COUNT": "2",
+            "SVC_TRUSTED_PROXY_HEADERS": "X-Forwarded-For, x-forwarded-host",
+        }
+    )
+    assert config.trusted_proxies == (
+        ipaddress.ip_network("10.0.0.5/32"),
+        ipaddress.ip_network("10.1.0.0/16"),
+        ipaddress.ip_network("::1/128"),
+    )
+    assert config.trusted_proxy_count == 2
+    assert config.trusted_proxy_headers == {"x-forwarded-for", "x-forwarded-host"}
+
+
+def test_unset_no_proxy_is_trusted_and_the_defaults_are_what_a_proxy_sends():
+    config = Config.from_env({})
+    assert config.trusted_proxies == ()
+    assert config.trusted_proxy_count == 1
+    assert config.trusted_proxy_headers == {"x-forwarded-for", "x-forwarded-proto"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"SVC_TRUSTED_PROXY": "nginx"}, "SVC_TRUSTED_PROXY: expected IP addresses or networks"),
+        ({"SVC_TRUSTED_PROXY": "10.0.0.0/33"}, "SVC_TRUSTED_PROXY: expected IP addresses or networks"),
+        ({"SVC_TRUSTED_PROXY": "*"}, "SVC_TRUSTED_PROXY: expected IP addresses or networks"),
+        ({"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_COUNT": "0"}, "SVC_TRUSTED_PROXY_COUNT: must be"),
+        ({"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_HEADERS": "x-real-ip"}, "unknown header x-real-ip"),
+        (
+            {"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_HEADERS": "forwarded,x-forwarded-for"},
+            "forwarded (RFC 7239) cannot be trusted together",
+        ),
+        (
+            {"SVC_TRUSTED_PROXY": "10.0.0.5", "SVC_TRUSTED_PROXY_HEADERS": "x-forwarded-proto"},
+            "must include x-forwarded-for or forwarded",
+        ),
+        ({"SVC_TRUSTED_PROXY_COUNT": "2"}, "SVC_TRUSTED_PROXY_COUNT: has no meaning without SVC_TRUSTED_PROXY"),
+        ({"SVC_TRUSTED_PROXY_HEADERS": "forwarded"}, "SVC_TRUSTED_PROXY_HEADERS: has no meaning without"),
+    ],
+)
+def test_a_bad_proxy_setting_is_named(environ, message):
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env(environ)
+    assert any(message in problem for problem in caught.value.problems), caught.value.problems
+
+
+def test_the_replay_window_and_ticket_prefixes():
+    defaults = Config.from_env({})
+    assert (defaults.webhook_tolerance_seconds, defaults.ticket_prefixes) == (60.0, frozenset())
+    config = Config.from_env({"SVC_WEBHOOK_TOLERANCE_SECONDS": "300", "SVC_TICKET_PREFIXES": "web, Bill,,OPS2"})
+    assert config.webhook_tolerance_seconds == 300
+    assert config.ticket_prefixes == {"WEB", "BILL", "OPS2"}
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env({"SVC_WEBHOOK_TOLERANCE_SECONDS": "0", "SVC_TICKET_PREFIXES": "PORT, 12, PORT-12"})
+    problems = caught.value.problems
+    assert [p.split(":", 1)[0] for p in problems] == [
+        "SVC_WEBHOOK_TOLERANCE_SECONDS",
+        "SVC_TICKET_PREFIXES",
+        "SVC_TICKET_PREFIXES",
+    ]
+    assert "'12' is not a ticket-key prefix" in problems[1]

@@ -1,0 +1,124 @@
+"""The layout's table in docs/development.md, executed: every module's imports, read with `ast` (those inside
+functions too), against what its folder may import; the packages the wheel ships; and modules that share a name.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "docs" / "development.md"
+# The service's own top-level packages: what an import of ours starts with.
+OURS = ("svc", "clients", "api", "jobs", "domain", "integrations", "storage", "machines", "contracts")
+_ROW = re.compile(r"^\| `([a-z_]+)/` \|.*\| ([^|]+) \|$")
+
+
+def allowed_imports() -> dict[str, frozenset[str]]:
+    """folder -> the packages of ours it may import, read from the layout table (`everything`, `nothing of
+    ours`, or a list of backticked names)."""
+    allowed: dict[str, frozenset[str]] = {}
+    for line in TABLE.read_text().splitlines():
+        found = _ROW.match(line.strip())
+        if not found or found.group(1) not in OURS:
+            continue
+        folder, may = found.group(1), found.group(2).strip()
+        if may == "everything":
+            allowed[folder] = frozenset(OURS)
+        elif may == "nothing of ours":
+            allowed[folder] = frozenset({folder})
+        else:
+            allowed[folder] = frozenset({folder, *re.findall(r"`([a-z_]+)`", may)})
+    return allowed
+
+
+def modules() -> list[Path]:
+    return sorted(path for package in OURS for path in (ROOT / package).rglob("*.py"))
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, top-level package) of every absolute import of ours in the module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found += [(node.lineno, name.split(".")[0]) for name in names if name.split(".")[0] in OURS]
+    return found
+
+
+def test_the_table_names_every_package_of_ours():
+    assert set(allowed_imports()) == set(OURS)
+
+
+def against_the_layering(path: Path, folder: str, allowed: dict[str, frozenset[str]]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line} imports {package} "
+        f"({folder}/ may import {', '.join(sorted(allowed[folder]))})"
+        for line, package in imports_of(path)
+        if package not in allowed[folder]
+    ]
+
+
+def test_no_module_imports_against_the_layering():
+    allowed = allowed_imports()
+    found = [v for path in modules() for v in against_the_layering(path, path.relative_to(ROOT).parts[0], allowed)]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("module", "package"),
+    [
+        ("api/app.py", "jobs"),
+        ("domain/board.py", "api"),
+        ("domain/writing.py", "svc"),
+        ("integrations/discord.py", "domain"),
+    ],
+)
+def test_an_import_against_the_layering_is_caught_even_inside_a_function(tmp_path, module, package):
+    planted = tmp_path / "planted.py"
+    planted.write_text((ROOT / module).read_text() + f"\n\ndef later():\n    import {package}.anything\n")
+    found = against_the_layering(planted, module.split("/")[0], allowed_imports())
+    assert len(found) == 1 and f"imports {package} " in found[0]
+
+
+def test_the_wheel_ships_every_package_of_the_checkout():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for package in OURS
+        for init in (ROOT / package).rglob("__init__.py")
+    }
+    assert found <= listed, f"packages the wheel would leave out: {sorted(found - listed)}"
+    assert "svc.examples" in listed
+
+
+def test_modules_that_share_a_name_are_one_idea_at_two_layers_and_say_so():
+    by_name: dict[str, list[Path]] = defaultdict(list)
+    for path in modules():
+        if path.name != "__init__.py":
+            by_name[path.name].append(path)
+    silent = []
+    for paths in by_name.values():
+        if len(paths) < 2:
+            continue
+        for path in paths:
+            docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+            first = docstring.split("\n\n")[0]  # the first line, as it wraps
+            others = [str(other.relative_to(ROOT)) for other in paths if other != path]
+            if not any(other in first for other in others):
+                silent.append(f"{path.relative_to(ROOT)} does not name {' or '.join(others)} in its first line")
+    assert silent == []
+
+
+def test_every_module_says_what_it_is():
+    missing = [str(path.relative_to(ROOT)) for path in modules() if not ast.get_docstring(ast.parse(path.read_text()))]
+    assert missing == []
