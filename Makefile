@@ -5,8 +5,14 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 TEST_POSTGRES_URL ?= postgresql://127.0.0.1:5432/test
 PYTEST_ARGS ?=
+# Test workers: the suite waits on processes, sockets and a browser more than it computes, so more workers than
+# cores pays (measured in docs/development.md). The slowest tests are printed at the end of every run.
+TEST_WORKERS ?= 3
+# pytest keeps the test modules it rewrites (for its assertion messages) as bytecode in __pycache__: with
+# PYTHONDONTWRITEBYTECODE set, every worker of every run would rewrite them all again (seconds of CPU each).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30 --durations-min=1
 
-.PHONY: install install-test run test test-sqlite test-postgres bench lint clean screenshot
+.PHONY: install install-test run test test-sqlite test-postgres test-postgres-databases bench lint clean screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +31,7 @@ run: install
 test: install-test
 	@$(MAKE) --no-print-directory test-sqlite
 	@if $(BIN)/python scripts/postgres_reachable.py "$(TEST_POSTGRES_URL)"; then \
-		$(MAKE) --no-print-directory test-postgres; \
+		$(MAKE) --no-print-directory test-postgres-databases || exit 1; \
 		echo "make test: the suite ran on SQLite and on PostgreSQL ($(TEST_POSTGRES_URL))"; \
 	else \
 		echo "make test: PostgreSQL is not reachable at $(TEST_POSTGRES_URL); the suite ran on SQLite only"; \
@@ -33,11 +39,16 @@ test: install-test
 
 test-sqlite:
 	@echo "== test suite on SQLite"
-	SVC_TEST_DATABASE=sqlite SVC_TEST_INSTALLED=1 $(BIN)/pytest $(PYTEST_ARGS)
+	SVC_TEST_DATABASE=sqlite SVC_TEST_INSTALLED=1 $(PYTEST) $(PYTEST_ARGS)
 
 test-postgres:
 	@echo "== test suite on PostgreSQL"
-	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 $(BIN)/pytest $(PYTEST_ARGS)
+	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 $(PYTEST) $(PYTEST_ARGS)
+
+# The second backend of `make test`: the tests that use a database (the others ran on SQLite just before).
+test-postgres-databases:
+	@echo "== test suite on PostgreSQL: the tests that use a database"
+	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 SVC_TEST_DATABASE_TESTS_ONLY=1 $(PYTEST) $(PYTEST_ARGS)
 
 # The README's pictures of the web board: a fresh demo database, `svc serve` on a free port, headless Chromium.
 screenshot: install-test

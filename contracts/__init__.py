@@ -18,13 +18,18 @@ import json
 from dataclasses import dataclass
 from datetime import date, datetime
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator, FormatChecker
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, FormatChecker
+    from referencing import Registry
+
+# The reference validator (jsonschema, with referencing) is imported when it is first needed, to explain a
+# document that failed or by a test: a process that only ever sees conforming documents (every `svc` command
+# starts with this module) never pays the tenth of a second its import costs.
 
 BASE_URI = "https://svc.invalid/contracts/"
 META_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
@@ -64,6 +69,9 @@ def load(name: str) -> dict[str, Any]:
 @functools.cache
 def registry() -> Registry:
     """All schemas, keyed by their `$id`. There is no retrieve hook, so an unknown `$ref` fails loudly."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
     pairs = []
     for name in schema_names():
         document = load(name)
@@ -109,6 +117,8 @@ FORMATS = {"date-time": _rfc3339_datetime, "date": _date, "uri": _uri}
 @functools.cache
 def format_checker() -> FormatChecker:
     """The standard checker with our `date-time`, `date` and `uri` (jsonschema checks some only with extras)."""
+    from jsonschema import FormatChecker
+
     checker = FormatChecker()
     for name, check in FORMATS.items():
         checker.checks(name)(check)
@@ -154,6 +164,8 @@ def conforms(name: str, document: Any) -> bool:
 @functools.cache
 def validator(name: str) -> Draft202012Validator:
     """The validator for schema `name`, built once."""
+    from jsonschema import Draft202012Validator
+
     schema = load(name)
     return Draft202012Validator(schema, registry=registry(), format_checker=format_checker())
 

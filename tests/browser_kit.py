@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 
 import pytest
 import requests
-
-from processes import start_service
 
 CHROMIUM = os.environ.get("SVC_TEST_CHROMIUM", "/usr/bin/chromium")
 USER, PASSWORD = "admin", "correct-horse-battery"
@@ -46,12 +45,51 @@ def chromium_browser():
         browser.close()
 
 
+class BoardServer:
+    """The app on waitress, as `svc serve` runs it (behind `TrustedProxies`, with the service's threads), but in a
+    thread of this test process: a browser test needs a real server to point Chromium at, not a process start of
+    its own (the end-to-end tests start real `svc serve` processes)."""
+
+    def __init__(self, config):
+        import waitress
+
+        from api import create_app, proxies
+
+        app = proxies.TrustedProxies.from_config(create_app(config), config)
+        self.server = waitress.create_server(
+            app, host="127.0.0.1", port=0, threads=config.threads, ident="svc", clear_untrusted_proxy_headers=False
+        )
+        self.base = f"http://127.0.0.1:{self.server.effective_port}"
+        self.thread = threading.Thread(target=self.server.run, name="board-server", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        from waitress import wasyncore
+
+        from storage import db as storage_db
+
+        # Everything is closed from the server's own loop (asyncore is not thread-safe), which then has nothing
+        # left to watch and returns; the worker threads finish the requests in hand.
+        self.server.trigger.pull_trigger(lambda: wasyncore.close_all(self.server._map))
+        self.thread.join(timeout=10)
+        self.server.task_dispatcher.shutdown()
+        storage_db.db.close_all()
+
+
 def board_server(tmp_path, database_url):
-    """A generator for a fixture: `svc serve` with an active initiative, PORT-1 in human_test, PORT-2 in execute,
-    and WRITING-DAILY waiting on the agent (a BACKFILL_READY notify)."""
-    process, base = start_service(
-        tmp_path, database_url, SVC_BASIC_AUTH=f"{USER}:{PASSWORD}", SVC_CI_WEBHOOK_SECRET=CI_SECRET
+    """A generator for a fixture: the board's server with an active initiative, PORT-1 in human_test, PORT-2 in
+    execute, and WRITING-DAILY waiting on the agent (a BACKFILL_READY notify)."""
+    from domain.config import Config
+
+    config = Config(
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        basic_auth=f"{USER}:{PASSWORD}",
+        ci_webhook_secret=CI_SECRET,
+        threads=4,
     )
+    server = BoardServer(config)
+    base = server.base
     api = requests.Session()
     api.auth = (USER, PASSWORD)
     api.post(f"{base}/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"}, timeout=10)
@@ -68,8 +106,9 @@ def board_server(tmp_path, database_url):
         timeout=10,
     )
     notify.raise_for_status()
+    api.close()
     yield base
-    process.stop()
+    server.stop()
 
 
 def axe_violations(page) -> list[dict]:

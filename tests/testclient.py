@@ -7,6 +7,7 @@ exercises an endpoint also proves the document tells the truth about it.
 from __future__ import annotations
 
 import base64
+import json
 import re
 from typing import Any
 
@@ -20,6 +21,34 @@ import contracts
 
 class UndocumentedResponse(AssertionError):
     pass
+
+
+class _ReadDocument:
+    """An OpenAPI document as the client checks answers against it: its routes as patterns, and a validator per
+    response schema. Every test's app serves the same document, so one reading serves all of them; the client
+    still fetches the document from its own app, and a different text is read anew."""
+
+    def __init__(self, document: dict[str, Any]):
+        self.document = document
+        self.routes = [
+            (re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)) + "$"), template)
+            for template in document["paths"]
+        ]
+        resource = Resource.from_contents(document, default_specification=DRAFT202012)
+        self.registry = Registry().with_resource("urn:svc:openapi", resource)
+        self._validators: dict[str, Draft202012Validator] = {}
+
+    def validator(self, schema: dict) -> Draft202012Validator:
+        key = schema["$ref"] if "$ref" in schema else repr(schema)
+        if key not in self._validators:
+            wrapper = {"$ref": "urn:svc:openapi" + schema["$ref"]} if "$ref" in schema else schema
+            self._validators[key] = Draft202012Validator(
+                wrapper, registry=self.registry, format_checker=contracts.format_checker()
+            )
+        return self._validators[key]
+
+
+_READ: dict[str, _ReadDocument] = {}
 
 
 class ApiClient:
@@ -65,12 +94,11 @@ class ApiClient:
     @property
     def document(self) -> dict[str, Any]:
         if self._document is None:
-            self._document = self.client.simulate_get("/api/v1/openapi.json").json
-            for template in self._document["paths"]:
-                pattern = "^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)) + "$"
-                self._routes.append((re.compile(pattern), template))
-            resource = Resource.from_contents(self._document, default_specification=DRAFT202012)
-            self._registry = Registry().with_resource("urn:svc:openapi", resource)
+            text = self.client.simulate_get("/api/v1/openapi.json").text
+            if text not in _READ:
+                _READ[text] = _ReadDocument(json.loads(text))
+            self._read = _READ[text]
+            self._document, self._routes = self._read.document, self._read.routes
         return self._document
 
     def _check(self, method: str, path: str, result) -> None:
@@ -106,8 +134,7 @@ class ApiClient:
         contracts.check("problem.json", result.json)
 
     def _validate(self, schema: dict, instance: Any, where: str) -> None:
-        wrapper = {"$ref": "urn:svc:openapi" + schema["$ref"]} if "$ref" in schema else schema
-        validator = Draft202012Validator(wrapper, registry=self._registry, format_checker=contracts.format_checker())
+        validator = self._read.validator(schema)
         errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
         if errors:
             detail = "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5])

@@ -5,8 +5,9 @@ import pytest
 from browser_kit import board_server, chromium_browser
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def chromium():
+    # One browser per test process (each xdist worker has its own); every test opens its own context in it.
     yield from chromium_browser()
 
 

@@ -114,7 +114,8 @@ def test_a_refused_automation_change_says_why_beside_the_checkbox(chromium, serv
         server + "/api/v1/agents/writing/automation",
         lambda route: route.fulfill(status=409, content_type="application/problem+json", json=refusal),
     )
-    page.get_by_label("Writing automation (scheduled catch-up)").uncheck()
+    # A click, not `uncheck()`: the refusal can put the tick back before Playwright looks, which is the point.
+    page.get_by_label("Writing automation (scheduled catch-up)").click()
     problem = page.locator("#writing-automation-problem")
     expect(problem).to_contain_text("the service said no, and why")
     assert page.get_by_label("Writing automation (scheduled catch-up)").is_checked()  # as it still is
