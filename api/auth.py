@@ -34,7 +34,7 @@ from domain.accounts import OPERATOR, VIEWER
 from domain.config import Config
 from domain.router import deliveries
 from domain.router.senders import github, gitlab, linear
-from domain.router.senders.signatures import same_secret as equal
+from domain.router.senders.signatures import same_secret
 
 CI_HEADER = "X-Svc-CI-Secret"
 REALM = 'Basic realm="svc", charset="UTF-8"'
@@ -188,7 +188,7 @@ class PeopleCredentials:
     def _recheck(self, key: bytes, entry: _Remembered) -> _Remembered | None:
         now = self.monotonic()
         account = accounts.current(entry.identity.actor)
-        if account is None or not equal(account.password_hash, entry.password_hash):
+        if account is None or not same_secret(account.password_hash, entry.password_hash):
             self._forget(key)
             return None
         if now - entry.verified_at >= self.remember:
@@ -302,7 +302,7 @@ class Authenticator:
             return self._webhook(req, "tracker", scheme)
         if scheme in {CI, CI_OR_BASIC}:
             given = req.get_header(CI_HEADER)
-            if given is not None and self.ci_secret and equal(given, self.ci_secret):
+            if given is not None and self.ci_secret and same_secret(given, self.ci_secret):
                 return Identity(CI, "ci")
         if scheme in {BASIC, CI_OR_BASIC}:
             return self._basic_identity(req)
@@ -326,7 +326,7 @@ class Authenticator:
             given = base64.b64decode(token.strip(), validate=True)
         except (binascii.Error, ValueError):
             return None
-        if self.basic is not None and equal(given, self.basic):
+        if self.basic is not None and same_secret(given, self.basic):
             return Identity(BASIC, self.basic_user, OPERATOR)
         return self.people.identify(given)
 

@@ -1,4 +1,4 @@
-"""The one place where errors become HTTP: `domain/errors.py` maps to statuses, and every error is problem+json."""
+"""The one place where errors become HTTP: each error of `domain/errors.py` maps to a status; all are problem+json."""
 
 from __future__ import annotations
 

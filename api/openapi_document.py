@@ -73,7 +73,7 @@ def _ref_target(ref: str) -> str:
 @functools.cache
 def _components() -> dict[str, Any]:
     """Every contract as a component schema. The contracts are files shipped with the code, so this is made once
-    per process and shared by every document built (which only serialize it)."""
+    per process; each document takes a copy."""
     schemas: dict[str, Any] = {}
     for file in contracts.schema_names():
         document = copy.deepcopy(contracts.load(file))
@@ -264,7 +264,8 @@ def build(routes: list[tuple[str, object]], *, server_url: str | None = None) ->
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "paths": paths,
         "components": {
-            "schemas": _components(),
+            # A copy: the components are made once per process and must not change under another document.
+            "schemas": copy.deepcopy(_components()),
             "securitySchemes": {
                 "basic": {
                     "type": "http",

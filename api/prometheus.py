@@ -23,8 +23,11 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND
+from domain.chat import KIND as CHAT_KIND
 from domain.clock import Clock
 from domain.ops.schedules import AGENT_IDS
+from domain.router.board_events import ROUTE_KIND
 from domain.router.shadow import OUTCOMES
 from storage import metrics as queries
 from storage.db import connection
@@ -35,7 +38,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 # Every kind the service queues; each is reported (0 when none is pending) so an alert never sees it vanish.
-OUTBOX_KINDS = ("chat", "route_event", "slot_release", "tracker_close")
+OUTBOX_KINDS = (CHAT_KIND, ROUTE_KIND, SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND)
 # How long a transaction that inserts a decision or a run may stay open: ids seen this long ago are settled.
 SETTLE_SECONDS = 300.0
 

@@ -196,7 +196,7 @@ class Board:
         return self._shown(units.run(work, what=f"changing {key}"))
 
     def announce(self, change: StageChange) -> None:
-        """Tell every stage listener (the router's board normalizer, metrics) about a change, in its transaction."""
+        """Tell every stage listener (the router's `queue_for_router`) about a change, in its transaction."""
         for listener in self.stage_listeners:
             listener(change)
 

@@ -1,1 +1,2 @@
-"""The jobs process: ops agents on their UTC schedules, outbox delivery, the poller and the shadow router."""
+"""The jobs process (`svc jobs`), the second entry point beside the API: its clock and workers, the scheduled agents
+of `domain/ops/` and the poller on their UTC schedules, and the outbox delivered after commit."""

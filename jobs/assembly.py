@@ -21,8 +21,15 @@ from jobs.process import Job, JobsProcess
 
 
 def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None) -> dict[str, Job]:
-    """agent id -> the job the scheduler starts when that agent is due."""
-    ops = ops or OpsAgents(config, clock)
+    """agent id -> the job the scheduler starts when that agent is due: the ops agents and the poller."""
+    return {
+        **ops_jobs(config, ops or OpsAgents(config, clock)),
+        POLLER_AGENT_ID: Poller(ShadowRouter(config, clock), config, clock),
+    }
+
+
+def ops_jobs(config: Config, ops: OpsAgents) -> dict[str, Job]:
+    """agent id -> job, for the ops agents `svc jobs` starts on their UTC schedules."""
     jobs: dict[str, Job] = {
         PULSE_AGENT: lambda trigger: ops.pulse(trigger),
         DIGEST_AGENT: ops.weekly_digest,
@@ -31,7 +38,6 @@ def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None
     if config.ops_scheduler == "external":
         # A CI cron starts these through the ops endpoints instead (SVC_OPS_SCHEDULER=external).
         jobs = {agent: job for agent, job in jobs.items() if agent not in EXTERNAL_CRON_AGENTS}
-    jobs[POLLER_AGENT_ID] = Poller(ShadowRouter(config, clock), config, clock)
     return jobs
 
 

@@ -1,11 +1,12 @@
 """The outbox handlers beside chat (`jobs/chat_delivery.py`): what the jobs process does with each queued
 message, and what it notes on a ticket's timeline afterwards.
 
-| kind            | queued by                                    | handled by                                    |
-|-----------------|----------------------------------------------|-----------------------------------------------|
-| `route_event`   | every stage change (`router/board_events.py`) | `RouteQueuedEvent`: the router decides        |
-| `slot_release`  | `mark_done` and cancel                       | `SlotRelease`: the slot steward, that ticket  |
-| `tracker_close` | `mark_done` of a PORT- ticket with an issue  | `TrackerClose`: Linear's completed state      |
+- `route_event`, queued by every stage change (`domain/router/board_events.py`): `RouteQueuedEvent`, the router
+  records a decision;
+- `slot_release`, queued by `mark_done` and cancel (`domain/board.py`): `SlotRelease`, the slot steward for that
+  ticket;
+- `tracker_close`, queued by `mark_done` of a PORT- ticket with a tracker issue: `TrackerClose`, Linear's
+  completed state, best effort.
 
 The tracker close happens after the `mark_done` committed, so nothing here can undo it. Transient failures are
 tried again by the outbox; the final outcome — closed, or given up and why — goes onto the ticket's timeline.

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,7 +28,7 @@ from statemachine.states import States
 
 from machines import reuse
 from machines.errors import TransitionForbidden
-from machines.stages import WRITING_TICKET_KEY, Stage
+from machines.stages import FINAL_STAGES, LIVE_STAGES, WRITING_TICKET_KEY, Stage
 
 _board = {"validators": "moved_by_the_board"}
 
@@ -38,19 +39,26 @@ class TicketLike(Protocol):
 
 
 class TicketMachine(StateMachine):
-    s = States.from_enum(Stage, initial=Stage.agreement, final=[Stage.done, Stage.cancelled], use_enum_instance=False)
-    live = (s.agreement, s.queued, s.execute, s.ci, s.human_test, s.human_merge, s.ship, s.blocked)
+    # Every stage of the board is a state; the final ones are the vocabulary's.
+    stages = States.from_enum(
+        Stage, initial=Stage.agreement, final=[Stage(s) for s in sorted(FINAL_STAGES)], use_enum_instance=False
+    )
+    _live = operator.attrgetter(*LIVE_STAGES)(stages)
 
-    queue = s.queued.from_(s.agreement, s.execute, s.blocked, **_board)
-    start = s.execute.from_(s.queued, s.ci, s.human_test, s.human_merge, s.blocked, **_board)
-    submit_to_ci = s.ci.from_(s.execute, **_board)
-    request_test = s.human_test.from_(s.ci, **_board)
-    request_merge = s.human_merge.from_(s.human_test, **_board)
-    approve_ship = s.ship.from_(s.human_merge, **_board)
-    complete = s.done.from_(s.ship, **_board)
-    block = s.blocked.from_(s.queued, s.execute, s.ci, s.human_test, s.human_merge, s.ship, **_board)
-    mark_done = s.done.from_(*live, **_board)
-    cancel = s.cancelled.from_(*live, **_board)
+    queue = stages.queued.from_(stages.agreement, stages.execute, stages.blocked, **_board)
+    start = stages.execute.from_(
+        stages.queued, stages.ci, stages.human_test, stages.human_merge, stages.blocked, **_board
+    )
+    submit_to_ci = stages.ci.from_(stages.execute, **_board)
+    request_test = stages.human_test.from_(stages.ci, **_board)
+    request_merge = stages.human_merge.from_(stages.human_test, **_board)
+    approve_ship = stages.ship.from_(stages.human_merge, **_board)
+    complete = stages.done.from_(stages.ship, **_board)
+    block = stages.blocked.from_(
+        stages.queued, stages.execute, stages.ci, stages.human_test, stages.human_merge, stages.ship, **_board
+    )
+    mark_done = stages.done.from_(*_live, **_board)
+    cancel = stages.cancelled.from_(*_live, **_board)
 
     def __init__(self, ticket: TicketLike, **kwargs):
         super().__init__(ticket, state_field="stage", **kwargs)

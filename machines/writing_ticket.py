@@ -71,13 +71,13 @@ class WritingTicketLike(Protocol):
 class WritingTicket(StateMachine):
     # Every board stage is a state, because the ticket may sit in any of them when a report arrives; none is
     # final, since a report moves the ticket out of done and cancelled too.
-    s = States.from_enum(Stage, initial=Stage.agreement, use_enum_instance=False)
+    stages = States.from_enum(Stage, initial=Stage.agreement, use_enum_instance=False)
 
-    caught_up = s.done.from_.any()
-    backfill_ready = s.execute.from_.any()
-    need_topics = s.queued.from_.any()
-    published = s.done.from_.any()
-    failed = s.execute.from_.any()
+    caught_up = stages.done.from_.any()
+    backfill_ready = stages.execute.from_.any()
+    need_topics = stages.queued.from_.any()
+    published = stages.done.from_.any()
+    failed = stages.execute.from_.any()
 
     # Stages no report leads to (ci, human_test, ...) are still valid places to be moved *from*.
     validate_disconnected_states = False

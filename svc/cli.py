@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from domain.config import Config, ConfigError
 
@@ -61,21 +62,23 @@ def serve(args: argparse.Namespace, config: Config | None = None) -> int:
         f"{proxies.describe(config)}",
         flush=True,
     )
-    waitress.serve(
-        app,
-        host=config.host,
-        port=config.port,
-        threads=config.threads,
-        ident="svc",
+    waitress.serve(app, host=config.host, port=config.port, **server_settings(config))
+    return 0
+
+
+def server_settings(config: Config) -> dict[str, Any]:
+    """What `svc serve` tells waitress besides where to listen."""
+    return {
+        "threads": config.threads,
+        "ident": "svc",
         # waitress's own limit sits well above the app's, so even an oversized body gets a problem+json 413.
-        max_request_body_size=max(config.max_body_bytes * 8, 16 * 1024 * 1024),
-        max_request_header_size=64 * 1024,
+        "max_request_body_size": max(config.max_body_bytes * 8, 16 * 1024 * 1024),
+        "max_request_header_size": 64 * 1024,
         # TrustedProxies reads the forwarding headers of trusted proxies and removes everyone else's; waitress
         # must leave them in place for it (its own trusted_proxy takes a single address, see api/proxies.py).
-        clear_untrusted_proxy_headers=False,
-        channel_timeout=60,
-    )
-    return 0
+        "clear_untrusted_proxy_headers": False,
+        "channel_timeout": 60,
+    }
 
 
 @command("jobs")
@@ -110,11 +113,9 @@ def jobs(args: argparse.Namespace) -> int:
 def ops(args: argparse.Namespace) -> int:
     """The ops runner: call an ops endpoint of a running service with SVC_BASIC_AUTH at SVC_BASE_URL."""
     from clients import ops_runner
-    from domain.config import read_credentials_file
 
     config = load_config()
-    # SVC_BASIC_AUTH, or else the generated credentials file of a service on this machine.
-    basic = config.basic_auth or read_credentials_file(config.credentials_path).get("SVC_BASIC_AUTH")
+    basic = _bootstrap_basic(config)
     return ops_runner.run(args.job, config.base_url, basic, post_to_chat=args.post_to_chat, timeout=args.timeout)
 
 
@@ -301,11 +302,17 @@ def user(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bootstrap_user(config: Config) -> str | None:
-    """The bootstrap operator's name: from SVC_BASIC_AUTH, or the generated credentials file (never generated here)."""
+def _bootstrap_basic(config: Config) -> str | None:
+    """The bootstrap operator's `user:password`: SVC_BASIC_AUTH, or else the generated credentials file of a service
+    on this machine (never generated here)."""
     from domain.config import read_credentials_file
 
-    basic = config.basic_auth or read_credentials_file(config.credentials_path).get("SVC_BASIC_AUTH")
+    return config.basic_auth or read_credentials_file(config.credentials_path).get("SVC_BASIC_AUTH")
+
+
+def _bootstrap_user(config: Config) -> str | None:
+    """The bootstrap operator's name."""
+    basic = _bootstrap_basic(config)
     return basic.split(":", 1)[0] if basic else None
 
 

@@ -200,9 +200,7 @@ class Story:
         handlers, recorders = assembly.outbox_handlers(config, clock, ops=self.ops)
         handlers[TRACKER_CLOSE_KIND] = SimulatedLinear({_issue("PORT-9")})
         deliverer = OutboxDeliverer(handlers, clock, recorders=recorders, owner="demo")
-        scheduled = assembly.scheduled_jobs(config, clock, ops=self.ops)
-        scheduled.pop(POLLER_AGENT_ID)
-        self.jobs = JobsProcess(clock, scheduled, deliverer=deliverer, owner="demo")
+        self.jobs = JobsProcess(clock, assembly.ops_jobs(config, self.ops), deliverer=deliverer, owner="demo")
         self.poller = JobsProcess(clock, {POLLER_AGENT_ID: Poller(self.router, config, clock)}, owner="demo-poller")
         self.steps: list[Step] = []
         self.sent: dict[str, int] = {}  # how often each example was sent so far
@@ -452,8 +450,14 @@ class Story:
         self.sent[example] = self.sent.get(example, 0) + 1
         sent_at(document, at, attempt=self.sent[example])
         raw = json.dumps(document).encode()
-        sender = "linear" if endpoint == "tracker" else "github"
-        return lambda: self.router.receive_delivery(Delivery(endpoint, sender, headers, raw, document))
+        delivery = Delivery(
+            endpoint=endpoint,
+            sender="linear" if endpoint == "tracker" else "github",  # the senders of the examples the story sends
+            headers=headers,
+            raw=raw,
+            document=document,
+        )
+        return lambda: self.router.receive_delivery(delivery)
 
     def github(self, hours: float, event: str, example: str) -> None:
         delivery_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"svc-demo:{example}:{hours}"))

@@ -46,34 +46,37 @@ def chromium_browser():
 
 
 class BoardServer:
-    """The app on waitress, as `svc serve` runs it (behind `TrustedProxies`, with the service's threads), but in a
-    thread of this test process: a browser test needs a real server to point Chromium at, not a process start of
-    its own (the end-to-end tests start real `svc serve` processes)."""
+    """The app on waitress, with what `svc serve` tells waitress (`svc.cli.server_settings`) and behind the same
+    `TrustedProxies`, but in a thread of this test process: a browser test needs a real server to point Chromium
+    at, not a process start of its own (the end-to-end tests start real `svc serve` processes)."""
 
     def __init__(self, config):
         import waitress
 
         from api import create_app, proxies
+        from storage import db as storage_db
+        from svc.cli import server_settings
 
         app = proxies.TrustedProxies.from_config(create_app(config), config)
-        self.server = waitress.create_server(
-            app, host="127.0.0.1", port=0, threads=config.threads, ident="svc", clear_untrusted_proxy_headers=False
-        )
+        self.database = storage_db.db.obj  # what create_app bound: this server's, closed with it
+        self.server = waitress.create_server(app, host="127.0.0.1", port=0, **server_settings(config))
         self.base = f"http://127.0.0.1:{self.server.effective_port}"
         self.thread = threading.Thread(target=self.server.run, name="board-server", daemon=True)
         self.thread.start()
 
     def stop(self) -> None:
+        """Stop serving, wait for the requests in hand, close the database; fail rather than leave a thread that
+        could write into the next test's database."""
         from waitress import wasyncore
-
-        from storage import db as storage_db
 
         # Everything is closed from the server's own loop (asyncore is not thread-safe), which then has nothing
         # left to watch and returns; the worker threads finish the requests in hand.
         self.server.trigger.pull_trigger(lambda: wasyncore.close_all(self.server._map))
         self.thread.join(timeout=10)
-        self.server.task_dispatcher.shutdown()
-        storage_db.db.close_all()
+        dispatcher = self.server.task_dispatcher
+        dispatcher.shutdown(timeout=10)
+        self.database.close_all()
+        assert not self.thread.is_alive() and not dispatcher.threads, "the board server did not stop"
 
 
 def board_server(tmp_path, database_url):
@@ -89,26 +92,27 @@ def board_server(tmp_path, database_url):
         threads=4,
     )
     server = BoardServer(config)
-    base = server.base
-    api = requests.Session()
-    api.auth = (USER, PASSWORD)
-    api.post(f"{base}/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"}, timeout=10)
-    for key, stage in [("PORT-1", "human_test"), ("PORT-2", "execute")]:
-        api.post(
-            f"{base}/api/v1/tickets",
-            json={"key": key, "initiative_id": "port", "title": f"Ticket {key}", "stage": stage},
+    try:
+        base = server.base
+        with requests.Session() as api:
+            api.auth = (USER, PASSWORD)
+            api.post(f"{base}/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"}, timeout=10)
+            for key, stage in [("PORT-1", "human_test"), ("PORT-2", "execute")]:
+                api.post(
+                    f"{base}/api/v1/tickets",
+                    json={"key": key, "initiative_id": "port", "title": f"Ticket {key}", "stage": stage},
+                    timeout=10,
+                ).raise_for_status()
+        notify = requests.post(
+            f"{base}/api/v1/agents/writing/notify",
+            json={"status": "BACKFILL_READY", "missing": 2},
+            headers={"X-Svc-CI-Secret": CI_SECRET},
             timeout=10,
-        ).raise_for_status()
-    notify = requests.post(
-        f"{base}/api/v1/agents/writing/notify",
-        json={"status": "BACKFILL_READY", "missing": 2},
-        headers={"X-Svc-CI-Secret": CI_SECRET},
-        timeout=10,
-    )
-    notify.raise_for_status()
-    api.close()
-    yield base
-    server.stop()
+        )
+        notify.raise_for_status()
+        yield base
+    finally:
+        server.stop()
 
 
 def axe_violations(page) -> list[dict]:

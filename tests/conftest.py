@@ -75,10 +75,11 @@ def session_database_url():
         _postgres_admin_query(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def sqlite_template(tmp_path_factory) -> Path | None:
     """On SQLite, a database migrated once per test process: each test starts from a copy of the file, which
-    costs a millisecond where migrating a fresh file cost twenty. Made and closed before any test binds its own."""
+    costs a millisecond where migrating a fresh file cost twenty. Made before any test runs (autouse), closed, and
+    the models unbound again, so nothing can write to it afterwards."""
     if BACKEND != "sqlite":
         return None
     from storage import db as storage_db
@@ -89,7 +90,7 @@ def sqlite_template(tmp_path_factory) -> Path | None:
     storage_db.bind(database)
     migrations.migrate()
     database.close_all()
-    storage_db.db.initialize(None)  # nothing may write to the template after this
+    storage_db.db.initialize(None)
     assert not path.with_name(path.name + "-wal").exists()
     return path
 

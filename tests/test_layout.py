@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import tomllib
 from collections import defaultdict
 from pathlib import Path
@@ -30,6 +31,8 @@ def allowed_imports() -> dict[str, frozenset[str]]:
         folder, may = found.group(1), found.group(2).strip()
         if may == "everything":
             allowed[folder] = frozenset(OURS)
+        elif may.startswith("nothing, not even"):
+            allowed[folder] = frozenset()  # each module stands alone (a client is copied on its own)
         elif may == "nothing of ours":
             allowed[folder] = frozenset({folder})
         else:
@@ -42,17 +45,32 @@ def modules() -> list[Path]:
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
-    """(line, top-level package) of every absolute import of ours in the module."""
+    """(line, top-level package) of every import of ours in the module; a relative import counts as one of
+    `relative` (the house writes absolute imports, so the layering reads off each line)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            found.append((node.lineno, "relative"))
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module:
             names = [node.module]
         else:
             continue
         found += [(node.lineno, name.split(".")[0]) for name in names if name.split(".")[0] in OURS]
     return found
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """The top-level modules the module imports from outside the standard library and the service."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return {name for name in names if name not in sys.stdlib_module_names and name not in OURS}
 
 
 def test_the_table_names_every_package_of_ours():
@@ -81,6 +99,7 @@ def test_no_module_imports_against_the_layering():
         ("domain/board.py", "api"),
         ("domain/writing.py", "svc"),
         ("integrations/discord.py", "domain"),
+        ("clients/notify_hook.py", "clients"),
     ],
 )
 def test_an_import_against_the_layering_is_caught_even_inside_a_function(tmp_path, module, package):
@@ -88,6 +107,21 @@ def test_an_import_against_the_layering_is_caught_even_inside_a_function(tmp_pat
     planted.write_text((ROOT / module).read_text() + f"\n\ndef later():\n    import {package}.anything\n")
     found = against_the_layering(planted, module.split("/")[0], allowed_imports())
     assert len(found) == 1 and f"imports {package} " in found[0]
+
+
+def test_a_relative_import_is_caught(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text((ROOT / "api/app.py").read_text() + "\nfrom .. import jobs\n")
+    found = against_the_layering(planted, "api", allowed_imports())
+    assert len(found) == 1 and "imports relative " in found[0]
+
+
+def test_the_clients_need_the_standard_library_and_requests_only():
+    clients = sorted((ROOT / "clients").glob("*.py"))
+    assert clients
+    assert {str(path.relative_to(ROOT)): third_party_imports(path) - {"requests"} for path in clients} == {
+        str(path.relative_to(ROOT)): set() for path in clients
+    }
 
 
 def test_the_wheel_ships_every_package_of_the_checkout():

@@ -58,6 +58,7 @@ class ApiClient:
         self.ci_header = {"X-Svc-CI-Secret": ci_secret}
         self.check_document = check_document
         self._document = None
+        self._read: _ReadDocument | None = None
         self._routes: list[tuple[re.Pattern, str]] = []
 
     # -- credentials ------------------------------------------------------------------------------------

@@ -108,14 +108,11 @@ class Webhook:
             document = parse_form_payload(raw)
         else:
             raise Problem(415, "unsupported-media-type", f"send the webhook body as {' or '.join(accepted_media)}")
-        # The sender was decided once, by the credential that verified the delivery; a CI report under the CI
-        # secret is read by the shape of its body.
-        identity = req.context.identity
-        sender = identity.actor if identity.scheme != CI else deliveries.ci_report_sender(document)
+        headers = {name.lower(): value for name, value in req.headers.items()}
         delivery = deliveries.Delivery(
             endpoint=self.endpoint,
-            sender=sender,
-            headers={name.lower(): value for name, value in req.headers.items()},
+            sender=deliveries.sender_of(self.endpoint, req.context.identity.actor, headers, document),
+            headers=headers,
             raw=raw,
             document=document,
         )

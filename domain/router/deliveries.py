@@ -17,7 +17,7 @@ is the body's hash.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -25,29 +25,41 @@ from domain.config import Config
 from domain.router.senders import github, gitlab, linear
 from domain.router.senders.payloads import Delivery, Identity, KnownKeys, PayloadError
 
-ENDPOINTS = ("forge", "ci", "tracker")
 SENDERS = {"github": github, "gitlab": gitlab, "linear": linear}
+# The headers a forge delivery names its event in; a delivery to the forge endpoint must carry its sender's.
+_EVENT_HEADERS = {"github": "x-github-event", "gitlab": "x-gitlab-event"}
 
-__all__ = ["ENDPOINTS", "Delivery", "Identity", "authenticate", "check_fresh", "ci_report_sender", "identify"]
+__all__ = ["Delivery", "Identity", "authenticate", "check_fresh", "identify", "normalize", "sender_of"]
 
 
 def authenticate(endpoint: str, header: Callable[[str], str | None], raw: bytes, config: Config) -> str | None:
     """The sender whose credential verified this delivery to `endpoint` (`github`, `gitlab`, `linear`), or None.
-    `header(name)` reads a request header; `raw` is the body as sent (what the signatures cover)."""
+    `header(name)` reads a request header; `raw` is the body as sent (what the signatures cover). A delivery that
+    carries a GitHub signature is GitHub's or no one's: a wrong signature does not fall through to the token."""
     if endpoint == "forge":
-        if github.verify(header(github.SIGNATURE_HEADER), raw, config.forge_webhook_secret):
-            return "github"
-        if gitlab.verify(header(gitlab.TOKEN_HEADER), config.forge_webhook_secret):
-            return "gitlab"
-        return None
+        signature = header(github.SIGNATURE_HEADER)
+        if signature is not None:
+            return "github" if github.verify(signature, raw, config.forge_webhook_secret) else None
+        return "gitlab" if gitlab.verify(header(gitlab.TOKEN_HEADER), config.forge_webhook_secret) else None
     if endpoint == "tracker":
         return "linear" if linear.verify(header(linear.SIGNATURE_HEADER), raw, config.tracker_webhook_secret) else None
     return None
 
 
-def ci_report_sender(document: Any) -> str:
-    """Whose shape a CI report (under the CI secret) has: `gitlab` (object_kind pipeline) or `github`
-    (workflow_run); `PayloadError` for anything else."""
+def sender_of(endpoint: str, authenticated: str, headers: Mapping[str, str], document: Any) -> str:
+    """Whose delivery this is, decided once: on the forge and tracker endpoints, the sender whose credential
+    verified it (`authenticated`); on the CI endpoint (the CI secret says only that it is our CI), the sender its
+    event header names, else the shape of its body: GitLab's pipeline event or GitHub's workflow_run. Raises
+    `PayloadError` when a forge delivery does not name its event in its sender's header, or a CI report is neither."""
+    if endpoint == "forge":
+        if not headers.get(_EVENT_HEADERS[authenticated]):
+            raise PayloadError("", "a forge delivery names its event in X-GitHub-Event or X-Gitlab-Event")
+        return authenticated
+    if endpoint != "ci":
+        return authenticated
+    for sender, event_header in _EVENT_HEADERS.items():
+        if headers.get(event_header):
+            return sender
     if isinstance(document, dict) and document.get("object_kind") == "pipeline":
         return "gitlab"
     if isinstance(document, dict) and "workflow_run" in document:

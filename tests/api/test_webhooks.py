@@ -449,6 +449,41 @@ def test_a_gitlab_pipeline_at_the_forge_endpoint_is_normalized_as_ci(api):
     )
 
 
+# -- who sent it: the sender whose credential verified the delivery, never a header --------------------------
+
+
+def test_a_wrong_github_signature_is_401_even_beside_a_right_gitlab_token(api):
+    # A GitHub signature makes the delivery GitHub's or no one's: it does not fall through to the GitLab token.
+    body = raw_example("payloads/gitlab/merge_request.open.json")
+    headers = {**gitlab_headers("Merge Request Hook", "u-wrong-sig"), "X-Hub-Signature-256": "sha256=" + "0" * 64}
+    assert send(api, "forge", body, headers).status_code == 401
+    assert decisions(api) == []
+
+
+def test_a_github_signed_delivery_cannot_pass_for_gitlab_by_its_event_header(api):
+    # GitHub's credential verified it, so it is read as GitHub's: X-Gitlab-Event, which anyone can set, names no
+    # sender here, and without X-GitHub-Event the delivery says nothing GitHub would.
+    body = raw_example("payloads/gitlab/merge_request.open.json")
+    headers = {
+        "Content-Type": "application/json",
+        "X-Gitlab-Event": "Merge Request Hook",
+        "X-Hub-Signature-256": "sha256=" + hmac_hex(FORGE_SECRET, body),
+    }
+    result = send(api, "forge", body, headers)
+    assert result.status_code == 422 and "X-GitHub-Event" in result.json["errors"][0]["message"]
+    assert decisions(api) == []
+
+
+def test_a_gitlab_delivery_names_its_event_in_x_gitlab_event(api):
+    body = raw_example("payloads/gitlab/merge_request.open.json")
+    headers = gitlab_headers("Merge Request Hook", "u-no-event")
+    del headers["X-Gitlab-Event"]
+    headers["X-GitHub-Event"] = "pull_request"  # a header anyone can add makes it no GitHub delivery
+    result = send(api, "forge", body, headers)
+    assert result.status_code == 422 and "X-Gitlab-Event" in result.json["errors"][0]["message"]
+    assert decisions(api) == []
+
+
 # -- our own CI ----------------------------------------------------------------------------------------------
 
 
@@ -468,6 +503,15 @@ def test_ci_reports_with_the_ci_secret_need_no_forge_headers(api, payload, kind)
     again = api.post("/api/v1/webhooks/ci", body=body, auth="ci", headers={"Content-Type": "application/json"})
     assert again.status_code == 200
     assert again.json["event_id"] == result.json["event_id"]
+
+
+def test_a_ci_report_with_an_event_header_is_read_as_that_senders(api):
+    # Our CI may forward a delivery with its headers: the event header says whose it is, before the body's shape.
+    body = raw_example("payloads/github/pull_request.opened.json")
+    headers = {"Content-Type": "application/json", "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "ci-fwd-1"}
+    result = api.post("/api/v1/webhooks/ci", body=body, auth="ci", headers=headers)
+    assert result.status_code == 202
+    assert (result.json["decision"]["source"], result.json["decision"]["kind"]) == ("forge", "opened")
 
 
 def test_ci_reports_need_the_ci_secret(api):

@@ -77,18 +77,15 @@ def verify(signature: str | None, raw: bytes, secret: str | None) -> bool:
 
 
 def identify(delivery: Delivery) -> Identity:
+    """The event id (`github:<X-GitHub-Delivery>`) and the same-event key (the signed body's hash)."""
     given = usable_delivery_id(delivery.header("x-github-delivery"))
     return Identity(event_id("github", given, delivery.raw), f"github:sha256-{request_hash(delivery.document)}")
 
 
 def normalize_delivery(delivery: Delivery, identity: Identity, *, known: KnownKeys) -> dict[str, Any]:
-    """The envelope for `delivery`: a forge delivery names its event in `X-GitHub-Event`; a CI report may come
-    without headers, in workflow_run shape."""
-    event = delivery.header("x-github-event")
-    if event is None:
-        if delivery.endpoint != "ci":
-            raise PayloadError("", "a GitHub delivery names its event in X-GitHub-Event")
-        event = "workflow_run"
+    """The envelope for `delivery`, by its `X-GitHub-Event` (a CI report may come without it, in workflow_run
+    shape)."""
+    event = delivery.header("x-github-event") or "workflow_run"
     return normalize(event, identity.event_id, delivery.document, known=known)
 
 

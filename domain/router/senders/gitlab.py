@@ -70,6 +70,7 @@ def verify(token: str | None, secret: str | None) -> bool:
 
 
 def identify(delivery: Delivery) -> Identity:
+    """The event id and the same-event key: the Idempotency-Key, else the Event-UUID, with the body's hash."""
     body = request_hash(delivery.document)
     key = usable_delivery_id(delivery.header("idempotency-key"))
     uuid = usable_delivery_id(delivery.header("x-gitlab-event-uuid"))

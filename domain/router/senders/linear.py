@@ -106,6 +106,7 @@ def check_fresh(document: Any, *, now: datetime, tolerance: float) -> None:
 
 
 def identify(delivery: Delivery) -> Identity:
+    """The event id (`linear:<Linear-Delivery>`) and the same-event key (the signed body without its time)."""
     document = delivery.document
     if isinstance(document, dict) and TIMESTAMP in document:
         document = {k: v for k, v in document.items() if k != TIMESTAMP}

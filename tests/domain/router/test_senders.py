@@ -1,4 +1,4 @@
-"""Each normalizer on realistic payloads: the envelope it makes, and that the envelope keeps the contract."""
+"""Each sender's normalizer on realistic payloads: the envelope it makes, and that the envelope keeps the contract."""
 
 from datetime import UTC, datetime
 
