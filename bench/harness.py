@@ -106,6 +106,28 @@ def start_service(data_dir: Path, database_url: str | None = None, **extra: str)
     return Process([str(BIN / "svc"), "serve"], env, base + "/healthz", data_dir / "serve.log"), base
 
 
+def start_floor(work: Path) -> tuple[Process, str, Path]:
+    """The floor app (`floor_app.py`) on a database of its own; its base URL and that database's path."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    database = work / "floor.sqlite3"
+    args = [sys.executable, str(HERE / "floor_app.py"), str(port), str(THREADS), str(database), str(work / "floor.log")]
+    return Process(args, os.environ.copy(), base + "/", work / "floor-out.log"), base, database
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def pin(process: Process, cpus: str | None) -> None:
+    """Put every thread of `process` on `cpus` (e.g. "0"), or back on all the cores with None (taskset -a)."""
+    every = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    subprocess.run(
+        ["taskset", "-a", "-p", "-c", cpus or every, str(process.proc.pid)], check=True, stdout=subprocess.DEVNULL
+    )
+
+
 def start_bare(log_dir: Path) -> tuple[Process, str]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -200,9 +222,11 @@ def run_load(
     seconds: float = 10,
     connections: int = 16,
     process: Process | None = None,
+    load_cpus: str | None = None,
 ) -> Load:
     """Drive `method path` for `seconds`; `{{n}}` in the body becomes a unique `<run>-<thread>-<counter>` per
     request (`Load.tag` is `<run>`). With `process`, the server's CPU time per answered request is measured too.
+    With `load_cpus` (e.g. "1"), wrk runs on those cores only (`taskset -c`).
 
     `errors` counts socket errors and timeouts; the answers, whatever their status, are in `statuses`."""
     headers = dict(headers or {})
@@ -211,7 +235,7 @@ def run_load(
     tag = f"r{os.getpid()}x{next(_runs)}"
     cpu_before = process.cpu_seconds() if process is not None else 0.0
     if load_tool() == "wrk":
-        load = _wrk_load(base, method, path, body, headers, seconds, connections, tag)
+        load = _wrk_load(base, method, path, body, headers, seconds, connections, tag, load_cpus)
     else:
         load = _python_load(base, method, path, body, headers, seconds, connections, tag)
     if process is not None:
@@ -220,7 +244,7 @@ def run_load(
     return load
 
 
-def _wrk_load(base, method, path, body, headers, seconds, connections, tag) -> Load:
+def _wrk_load(base, method, path, body, headers, seconds, connections, tag, cpus=None) -> Load:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(
             WRK_SCRIPT
@@ -234,7 +258,18 @@ def _wrk_load(base, method, path, body, headers, seconds, connections, tag) -> L
         )
     try:
         done = subprocess.run(
-            ["wrk", "-t2", f"-c{connections}", f"-d{int(seconds)}s", "--timeout", "10s", "-s", script.name, base],
+            [
+                *(["taskset", "-c", cpus] if cpus else []),
+                "wrk",
+                "-t2",
+                f"-c{connections}",
+                f"-d{int(seconds)}s",
+                "--timeout",
+                "10s",
+                "-s",
+                script.name,
+                base,
+            ],
             capture_output=True,
             text=True,
             check=False,

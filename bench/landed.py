@@ -8,15 +8,21 @@ the number of connections, never fall short of them.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
 from harness import Load
 from peewee import fn
 
 from storage import db as storage_db
 from storage.models import AcceptedEvent, AgentRun, RouterDecision, TimelineEntry
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -43,7 +49,7 @@ class Check:
     text: str
 
 
-def _settled(count: Callable[[], tuple[int, ...]], *, timeout: float = 10.0) -> tuple[int, ...]:
+def _settled(count: Callable[[], T], *, timeout: float = 10.0) -> T:
     """The counts once the requests in flight when the load stopped have landed: two reads 0.2 s apart agree."""
     deadline = time.monotonic() + timeout
     before = count()
@@ -54,6 +60,11 @@ def _settled(count: Callable[[], tuple[int, ...]], *, timeout: float = 10.0) -> 
             return now
         before = now
     return before
+
+
+def settled(marker: Callable[[], T]) -> T:
+    """`marker()` once the requests still in flight from an earlier load (a warm-up) have landed."""
+    return _settled(marker)
 
 
 def _in_flight(landed: int, acknowledged: int, connections: int) -> tuple[bool, str]:
@@ -117,3 +128,31 @@ def reads(load: Load) -> Check:
     good = load.answered(200)
     others = load.requests - good
     return Check(others == 0 and load.errors == 0, f"{good:,} answered 200, {others:,} otherwise")
+
+
+def floor_mark(database: Path) -> int:
+    """The floor app's highest run id, so that only a load's own rows are counted after it."""
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        return conn.execute("SELECT COALESCE(MAX(id), 0) FROM run").fetchone()[0]
+
+
+def floor(load: Load, before: int, database: Path, connections: int = 16) -> Check:
+    """Each 200 of the floor app is one run, one receipt and one outbox row, committed."""
+
+    def count() -> tuple[int, ...]:
+        with contextlib.closing(sqlite3.connect(database)) as conn:
+            runs = conn.execute("SELECT COUNT(*) FROM run WHERE id > ?", (before,)).fetchone()[0]
+            receipts = conn.execute("SELECT COUNT(*) FROM receipt WHERE id > ?", (before,)).fetchone()[0]
+            outbox = conn.execute("SELECT COUNT(*) FROM outbox WHERE id > ?", (before,)).fetchone()[0]
+            return runs, receipts, outbox
+
+    runs, receipts, outbox = _settled(count)
+    acknowledged = load.answered(200)
+    others = load.requests - acknowledged
+    flight_ok, flight = _in_flight(runs, acknowledged, connections)
+    ok = others == 0 and runs == receipts == outbox and flight_ok
+    text = (
+        f"{acknowledged:,} answered 200, {others:,} otherwise; landed {runs:,} runs, {receipts:,} receipts and "
+        f"{outbox:,} outbox rows ({flight})"
+    )
+    return Check(ok, text)

@@ -58,15 +58,19 @@ def verdict(ratio: float, target: float, *, at_least: bool = True) -> str:
 
 
 def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
-    print("\n== HTTP limit: the service against a bare Falcon app, waitress with", harness.THREADS, "threads each")
+    print("\n== HTTP limit: the service against the floor (a durable write's least work) and the bare app,")
+    print(f"   waitress with {harness.THREADS} threads each")
     storage_text = f"database {db_override}" if db_override else "durable commits (SQLite synchronous=FULL)"
-    print(
-        f"   load: {harness.load_tool()}, 16 connections, {seconds:.0f} s per figure; {storage_text}; the bare app is"
-    )
-    print("   measured right before each figure, and the ratio is taken against that adjacent run. cpu is the")
-    print("   server's CPU time per answered request (all its threads); 'by cpu' is bare cpu / service cpu, the")
-    print("   figure the machine's other load disturbs least. Each figure's requests are checked against the rows")
-    print("   they left (distinct ids, rows landed = requests acknowledged).")
+    print(f"   load: {harness.load_tool()}, 16 connections, {seconds:.0f} s per figure; {storage_text}.")
+    print("   The floor (bench/floor_app.py) parses the body, checks one field and commits one run, one receipt,")
+    print("   one outbox row and a ticket update per request through a group-commit thread on raw sqlite3")
+    print("   (WAL, synchronous=FULL), with one access line: no durable notify can cost less on this stack.")
+    print("   bare, floor, notify and events are measured one after another, pinned (the server's threads on")
+    print("   core 0 with taskset -a, wrk on core 1), then again unpinned; ratios are to the floor of the same")
+    print("   round. cpu is the server's CPU time per answered request (all its threads); 'by cpu' is floor cpu /")
+    print("   service cpu. Each figure's requests are checked against the rows they left.")
+    if db_override:
+        print("   (the floor writes to SQLite whatever --database says: it is the limit of this stack's durable write)")
     data = work / "http"
     data.mkdir()
     url = database_url(data, db_override)
@@ -74,36 +78,108 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
     seed.tickets(10_000)
     seed.runs(50)
     bare, bare_base = harness.start_bare(work)
+    floor, floor_base, floor_db = harness.start_floor(work)
     service, base = harness.start_service(data, url)
     computing, computing_base = harness.start_service(work / "http", url, SVC_SNAPSHOT_MAX_AGE="0")
-    figures = [
-        ("notify", "POST", service, base, "/api/v1/agents/writing/notify", NOTIFY, CI, 0.5, landed.notify),
-        ("events", "POST", service, base, "/api/v1/events", EVENT, CI, 0.5, landed.events),
-        ("snapshot (10,000 tickets)", "GET", service, base, "/api/v1/ops/snapshot", None, BASIC, 0.3, None),
-        ("  rendered every request", "GET", computing, computing_base, "/api/v1/ops/snapshot", None, BASIC, 0.3, None),
+    rounds = [("pinned", "0", "1"), ("unpinned", None, None)]
+    if harness.cores() < 2:
+        print(f"   this machine gives {harness.cores()} core: nothing can be pinned apart, every figure is unpinned")
+        rounds = [("unpinned", None, None)]
+    writes = [
+        ("bare", bare, bare_base, "/bare", NOTIFY, {}, None, lambda load, _: landed.reads(load), lambda: None),
+        (
+            "floor",
+            floor,
+            floor_base,
+            "/floor",
+            NOTIFY,
+            {},
+            None,
+            lambda load, before: landed.floor(load, before, floor_db),
+            lambda: landed.floor_mark(floor_db),
+        ),
+        ("notify", service, base, "/api/v1/agents/writing/notify", NOTIFY, CI, 0.8, landed.notify, landed.mark),
+        ("events", service, base, "/api/v1/events", EVENT, CI, 0.8, landed.events, landed.mark),
     ]
-    out = {}
+    out: dict = {}
     checks_ok = True
     try:
-        for name, method, process, target, path, body, headers, goal, check in figures:
-            harness.run_load(target, method, path, body=body, headers=headers, seconds=1)  # warm up
-            limit = harness.run_load(
-                bare_base, method, "/bare", body=NOTIFY if method == "POST" else None, seconds=seconds, process=bare
+        for mode, server_cpus, load_cpus in rounds:
+            print(f"   -- {mode}" + (f": server on core {server_cpus}, wrk on core {load_cpus}" if server_cpus else ""))
+            figures: dict = {}
+            for name, process, target, path, body, headers, goal, check, marker in writes:
+                harness.pin(process, server_cpus)
+                try:
+                    harness.run_load(target, "POST", path, body=body, headers=headers, seconds=1)  # warm up
+                    before = landed.settled(marker)
+                    load = harness.run_load(
+                        target,
+                        "POST",
+                        path,
+                        body=body,
+                        headers=headers,
+                        seconds=seconds,
+                        process=process,
+                        load_cpus=load_cpus,
+                    )
+                finally:
+                    harness.pin(process, None)
+                verdict_ = check(load, before)
+                checks_ok &= verdict_.ok
+                figures[name] = load
+                if name == "bare":
+                    said = ""
+                elif name == "floor":
+                    bare_load = figures["bare"]
+                    said = (
+                        f"   {load.rps / bare_load.rps:.2f} of bare, by cpu {bare_load.cpu_ms / load.cpu_ms:.2f}"
+                        if load.cpu_ms
+                        else ""
+                    )
+                else:
+                    floor_load = figures["floor"]
+                    ratio = load.rps / floor_load.rps
+                    by_cpu = floor_load.cpu_ms / load.cpu_ms if load.cpu_ms else 0.0
+                    said = f"   ratio {ratio:.2f} of the floor, by cpu {by_cpu:.2f}"
+                    if mode == "pinned" or len(rounds) == 1:
+                        said += f" ({verdict(ratio, goal)})"
+                print(f"   {name:<8} {load.line()}{said}   load average {os.getloadavg()[0]:.2f}")
+                print(f"     requests: {verdict_.text}: {'ok' if verdict_.ok else 'FAILED'}")
+                out.setdefault(mode, {})[name] = {
+                    **harness.as_dict(load),
+                    "check": verdict_.text,
+                    "check_ok": verdict_.ok,
+                    "load_average": os.getloadavg()[0],
+                }
+            for name in ("notify", "events"):
+                load, floor_load = figures[name], figures["floor"]
+                out[mode][name]["ratio_to_floor"] = load.rps / floor_load.rps
+                out[mode][name]["ratio_to_floor_by_cpu"] = floor_load.cpu_ms / load.cpu_ms if load.cpu_ms else 0.0
+            out[mode]["floor"]["ratio_to_bare"] = figures["floor"].rps / figures["bare"].rps
+        _headline(out, [mode for mode, _, _ in rounds])
+        print("   -- the snapshot against the bare app (unpinned)")
+        reads = [
+            ("snapshot (10,000 tickets)", service, base, 0.3),
+            ("  rendered every request", computing, computing_base, 0.3),
+        ]
+        for name, process, target, goal in reads:
+            harness.run_load(target, "GET", "/api/v1/ops/snapshot", headers=BASIC, seconds=1)  # warm up
+            limit = harness.run_load(bare_base, "GET", "/bare", seconds=seconds, process=bare)
+            load = harness.run_load(
+                target, "GET", "/api/v1/ops/snapshot", headers=BASIC, seconds=seconds, process=process
             )
-            before = landed.mark()
-            load = harness.run_load(target, method, path, body=body, headers=headers, seconds=seconds, process=process)
             ratio = load.rps / limit.rps
             by_cpu = limit.cpu_ms / load.cpu_ms if load.cpu_ms else 0.0
-            verdicts = [landed.reads(limit), check(load, before) if check else landed.reads(load)]
+            verdicts = [landed.reads(limit), landed.reads(load)]
             checks_ok &= all(v.ok for v in verdicts)
-            print(f"   bare {method:<4}                 {limit.line()}")
+            print(f"   bare GET                   {limit.line()}")
             print(
                 f"   {name:<26} {load.line()}   ratio {ratio:.2f}, by cpu {by_cpu:.2f} ({verdict(ratio, goal)})"
                 f"   load average {os.getloadavg()[0]:.2f}"
             )
             print(f"     requests: bare {verdicts[0].text}: {'ok' if verdicts[0].ok else 'FAILED'}")
             print(f"     requests: {verdicts[1].text}: {'ok' if verdicts[1].ok else 'FAILED'}")
-            out[name] = {
+            out[name.strip()] = {
                 **harness.as_dict(load),
                 "bare": harness.as_dict(limit),
                 "ratio": ratio,
@@ -114,10 +190,28 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
                 "load_average": os.getloadavg()[0],
             }
     finally:
-        for process in (bare, service, computing):
+        for process in (bare, floor, service, computing):
             process.stop()
     print(f"   request checks: {'all ok' if checks_ok else 'FAILED (see above)'}")
     return out
+
+
+def _headline(out: dict, modes: list[str]) -> None:
+    """The ratios to the floor, pinned first (the headline), the unpinned beside them."""
+    head = modes[0]
+    print(f"   == against the floor, {head}" + (f" ({', '.join(modes[1:])} beside)" if modes[1:] else ""))
+    floor = "   floor / bare:  " + "   ".join(f"{mode} {out[mode]['floor']['ratio_to_bare']:.2f}" for mode in modes)
+    print(floor)
+    for name in ("notify", "events"):
+        first = out[head][name]
+        line = (
+            f"   {name:<8} {first['ratio_to_floor']:.2f} of the floor, by cpu {first['ratio_to_floor_by_cpu']:.2f}"
+            f" ({verdict(first['ratio_to_floor'], 0.8)})"
+        )
+        for mode in modes[1:]:
+            other = out[mode][name]
+            line += f";   {mode} {other['ratio_to_floor']:.2f}, by cpu {other['ratio_to_floor_by_cpu']:.2f}"
+        print(line)
 
 
 def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
