@@ -339,8 +339,9 @@ def _raw_body(req: falcon.Request) -> bytes:
 def _what_is_needed(scheme: str) -> str:
     if scheme == FORGE_SIGNATURE:
         return (
-            f"this endpoint needs a GitHub {github.SIGNATURE_HEADER} signature or a GitLab {gitlab.TOKEN_HEADER} "
-            "made with the forge webhook secret (an endpoint without a configured secret refuses every delivery)"
+            f"this endpoint needs a GitHub {github.SIGNATURE_HEADER} signature made with the GitHub webhook secret, "
+            f"or a GitLab {gitlab.TOKEN_HEADER} equal to the GitLab webhook token (a sender without a configured "
+            "secret: the endpoint refuses every delivery)"
         )
     if scheme == TRACKER_SIGNATURE:
         return (

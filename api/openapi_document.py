@@ -279,9 +279,14 @@ def build(routes: list[tuple[str, object]], *, server_url: str | None = None) ->
                     "type": "apiKey",
                     "in": "header",
                     "name": "X-Hub-Signature-256",
-                    "description": "sha256=<hex HMAC-SHA256 of the raw body>",
+                    "description": "sha256=<hex HMAC-SHA256 of the raw body>, key SVC_GITHUB_WEBHOOK_SECRET",
                 },
-                "gitlabToken": {"type": "apiKey", "in": "header", "name": "X-Gitlab-Token"},
+                "gitlabToken": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-Gitlab-Token",
+                    "description": "equal to SVC_GITLAB_WEBHOOK_TOKEN (GitLab's own token, never GitHub's key)",
+                },
                 "trackerSignature": {
                     "type": "apiKey",
                     "in": "header",

@@ -27,6 +27,17 @@ MIN_SECRET_LENGTH = 16
 _KEY_PREFIX = re.compile(r"^[A-Z][A-Z0-9]{0,31}$")
 
 
+# What a first start generates when neither the environment nor the credentials file has it: variable, the
+# Config field it fills, how a fresh value is made.
+_GENERATED = {
+    "SVC_CI_WEBHOOK_SECRET": ("ci_webhook_secret", lambda: secrets.token_urlsafe(32)),
+    "SVC_BASIC_AUTH": ("basic_auth", lambda: "svc:" + secrets.token_urlsafe(18)),
+    "SVC_GITHUB_WEBHOOK_SECRET": ("github_webhook_secret", lambda: secrets.token_hex(32)),
+    "SVC_GITLAB_WEBHOOK_TOKEN": ("gitlab_webhook_token", lambda: secrets.token_urlsafe(32)),
+    "SVC_TRACKER_WEBHOOK_SECRET": ("tracker_webhook_secret", lambda: secrets.token_hex(32)),
+}
+
+
 class ConfigError(Exception):
     """One or more environment variables hold a value the service cannot run with."""
 
@@ -55,6 +66,10 @@ class Config:
     staging_ca_file: Path | None = None
     tracker_api_url: str = DEFAULT_TRACKER_API_URL
     tracker_api_key: str | None = None
+    # Each forge sender has its own credential: GitHub's HMAC key, and the token GitLab sends in plaintext.
+    github_webhook_secret: str | None = None
+    gitlab_webhook_token: str | None = None
+    # Older installs' one value for both; stands in for whichever of the two above is unset (see forge_secret_check).
     forge_webhook_secret: str | None = None
     tracker_webhook_secret: str | None = None
     router_allowlist: frozenset[str] = field(default_factory=frozenset)
@@ -94,27 +109,75 @@ class Config:
     def writing_notify_url(self) -> str:
         return self.base_url.rstrip("/") + "/api/v1/agents/writing/notify"
 
-    def with_generated_credentials(self) -> Config:
-        """Fill missing CI secret and basic credentials from the data directory, generating them once.
+    @property
+    def github_secret(self) -> str | None:
+        """The key GitHub deliveries are verified with: its own, else the older shared forge secret."""
+        return self.github_webhook_secret or self.forge_webhook_secret
 
-        A fresh install never runs open: the first start writes both to
-        `SVC_DATA_DIR/credentials.env` (mode 0600) and later starts read them back.
-        Values set in the environment always win.
+    @property
+    def gitlab_token(self) -> str | None:
+        """The token GitLab deliveries must carry: its own, else the older shared forge secret."""
+        return self.gitlab_webhook_token or self.forge_webhook_secret
+
+    def forge_secret_check(self) -> tuple[bool, str]:
+        """Whether GitHub and GitLab have credentials of their own (`ok`), and what to change when not.
+
+        Not ok when both senders are verified with one value: GitLab sends its token in plaintext on every
+        delivery, so whoever sees it once (a proxy log, a debugging dump) could sign GitHub deliveries with it."""
+        legacy = "SVC_FORGE_WEBHOOK_SECRET"
+        standing_in = [
+            name
+            for name, own in (
+                ("SVC_GITHUB_WEBHOOK_SECRET", self.github_webhook_secret),
+                ("SVC_GITLAB_WEBHOOK_TOKEN", self.gitlab_webhook_token),
+            )
+            if own is None and self.forge_webhook_secret
+        ]
+        if self.github_secret and self.gitlab_token and self.github_secret == self.gitlab_token:
+            cause = f"{legacy} is both" if len(standing_in) == 2 else "they are set to one value"
+            return False, (
+                f"GitHub's HMAC key and GitLab's token are one value ({cause}): GitLab sends its token in plaintext "
+                "on every delivery, so whoever sees it can sign GitHub deliveries; set SVC_GITHUB_WEBHOOK_SECRET and "
+                "SVC_GITLAB_WEBHOOK_TOKEN to two different values (each forge's webhook to its own) and unset "
+                f"{legacy}"
+            )
+        if standing_in:
+            return True, (
+                f"{legacy} stands in for {' and '.join(standing_in)}: set that instead and unset {legacy}, which a "
+                "later release stops reading"
+            )
+        if self.forge_webhook_secret:
+            return True, (
+                f"{legacy} is set but unused (SVC_GITHUB_WEBHOOK_SECRET and SVC_GITLAB_WEBHOOK_TOKEN are both set): "
+                "unset it"
+            )
+        return True, "GitHub and GitLab each have a credential of their own"
+
+    def with_generated_credentials(self) -> Config:
+        """Fill missing secrets and basic credentials from the data directory, generating them once.
+
+        A fresh install never runs open: the first start writes the CI secret, the bootstrap operator's
+        credentials and each webhook sender's secret to `SVC_DATA_DIR/credentials.env` (mode 0600), and later
+        starts read them back. Values set in the environment always win; GitHub's and GitLab's are not generated
+        where the older `SVC_FORGE_WEBHOOK_SECRET` stands in for them, so an install that sets only that keeps
+        working as it did.
         """
-        if self.ci_webhook_secret and self.basic_auth:
+        missing = {
+            name: field_name for name, (field_name, _) in _GENERATED.items() if getattr(self, field_name) is None
+        }
+        if self.forge_webhook_secret:
+            missing.pop("SVC_GITHUB_WEBHOOK_SECRET", None)
+            missing.pop("SVC_GITLAB_WEBHOOK_TOKEN", None)
+        if not missing:
             return self
         path = self.credentials_path
         stored = read_credentials_file(path)
-        if not {"SVC_CI_WEBHOOK_SECRET", "SVC_BASIC_AUTH"} <= stored.keys():
-            stored.setdefault("SVC_CI_WEBHOOK_SECRET", secrets.token_urlsafe(32))
-            stored.setdefault("SVC_BASIC_AUTH", "svc:" + secrets.token_urlsafe(18))
+        if not missing.keys() <= stored.keys():
+            for name in missing:
+                stored.setdefault(name, _GENERATED[name][1]())
             write_credentials_file(path, stored)
             print(f"svc: generated credentials in {path} (mode 0600); read them with: cat {path}")
-        return replace(
-            self,
-            ci_webhook_secret=self.ci_webhook_secret or stored["SVC_CI_WEBHOOK_SECRET"],
-            basic_auth=self.basic_auth or stored["SVC_BASIC_AUTH"],
-        )
+        return replace(self, **{field_name: stored[name] for name, field_name in missing.items()})
 
     @property
     def credentials_path(self) -> Path:
@@ -141,6 +204,8 @@ class Config:
             staging_ca_file=env.existing_file("SVC_STAGING_CA_FILE"),
             tracker_api_url=env.url("SVC_TRACKER_API_URL") or DEFAULT_TRACKER_API_URL,
             tracker_api_key=env.text("SVC_TRACKER_API_KEY"),
+            github_webhook_secret=env.secret("SVC_GITHUB_WEBHOOK_SECRET"),
+            gitlab_webhook_token=env.secret("SVC_GITLAB_WEBHOOK_TOKEN"),
             forge_webhook_secret=env.secret("SVC_FORGE_WEBHOOK_SECRET"),
             tracker_webhook_secret=env.secret("SVC_TRACKER_WEBHOOK_SECRET"),
             router_allowlist=env.id_list("SVC_ROUTER_ALLOWLIST"),

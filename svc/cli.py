@@ -46,7 +46,18 @@ def server_config(args: argparse.Namespace) -> Config:
     }
     config = replace(config, **overrides).with_generated_credentials()
     logs.configure(config.log_level, secrets=logs.secrets_of(config))
+    warn_about_forge_secret(config)
     return config
+
+
+def warn_about_forge_secret(config: Config) -> None:
+    """At every start while the older SVC_FORGE_WEBHOOK_SECRET is set, or GitHub and GitLab share one value: what to
+    change, and why."""
+    import logging
+
+    ok, advice = config.forge_secret_check()
+    if config.forge_webhook_secret or not ok:
+        logging.getLogger("svc.config").warning("forge webhook secret: %s", advice)
 
 
 @command("serve")

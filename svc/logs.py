@@ -110,6 +110,8 @@ def secrets_of(config) -> tuple[str, ...]:
         config.ci_webhook_secret,
         config.basic_auth,
         config.basic_auth.split(":", 1)[1] if config.basic_auth else None,
+        config.github_webhook_secret,
+        config.gitlab_webhook_token,
         config.forge_webhook_secret,
         config.tracker_webhook_secret,
         config.tracker_api_key,

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+# Each forge sender's own credential, as the examples' .http files are signed with them.
+GITHUB_SECRET = "github-secret-0123456789abcdef"
+GITLAB_TOKEN = "gitlab-token-0123456789abcdef"
+# An older install's one value for both (SVC_FORGE_WEBHOOK_SECRET).
 FORGE_SECRET = "forge-secret-0123456789abcdef"
 TRACKER_SECRET = "tracker-secret-0123456789abcdef"
 ALLOWLIST = frozenset(
@@ -44,7 +48,7 @@ def hmac_hex(secret: str, body: bytes) -> str:
     return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def github_headers(event: str, delivery: str, body: bytes, secret: str = FORGE_SECRET) -> dict[str, str]:
+def github_headers(event: str, delivery: str, body: bytes, secret: str = GITHUB_SECRET) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
         "X-GitHub-Event": event,
@@ -56,7 +60,7 @@ def github_headers(event: str, delivery: str, body: bytes, secret: str = FORGE_S
 
 
 def gitlab_headers(
-    event: str, uuid: str, token: str = FORGE_SECRET, *, idempotency_key: str | None = None
+    event: str, uuid: str, token: str = GITLAB_TOKEN, *, idempotency_key: str | None = None
 ) -> dict[str, str]:
     """GitLab's delivery headers; `idempotency_key` None is a GitLab older than 17.4, which sends none."""
     headers = {

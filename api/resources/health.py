@@ -1,28 +1,34 @@
-"""GET /healthz: is the database answering."""
+"""GET /healthz (the checks in `domain/health.py`): each check ok or failing; 503 only when this process cannot
+serve."""
 
 from __future__ import annotations
 
 import falcon
 
 from api.operations import PUBLIC, Operation
-from storage.db import ping
+from domain import health
+from domain.config import Config
 
 
 class Health:
     operations = {
         "GET": Operation(
-            "Health: the database answers",
+            "Health: each check (database, forge secret, ...) ok or failing with a detail; 503 only when this "
+            "process cannot serve (the database)",
             auth=PUBLIC,
             responses={200: "health.json", 503: "health.json"},
             tags=("service",),
         ),
     }
 
+    def __init__(self, config: Config):
+        self.config = config
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        ok, detail = ping()
-        resp.status = falcon.HTTP_200 if ok else falcon.HTTP_503
-        resp.media = {"status": "ok" if ok else "failing", "checks": {"database": {"ok": ok, "detail": detail}}}
+        found = health.health(self.config)
+        resp.status = falcon.HTTP_503 if found.status == health.FAILING else falcon.HTTP_200
+        resp.media = found.as_dict()
 
 
 def routes(services) -> list[tuple[str, object]]:
-    return [("/healthz", Health())]
+    return [("/healthz", Health(services.config))]

@@ -35,12 +35,13 @@ __all__ = ["Delivery", "Identity", "authenticate", "check_fresh", "identify", "n
 def authenticate(endpoint: str, header: Callable[[str], str | None], raw: bytes, config: Config) -> str | None:
     """The sender whose credential verified this delivery to `endpoint` (`github`, `gitlab`, `linear`), or None.
     `header(name)` reads a request header; `raw` is the body as sent (what the signatures cover). A delivery that
-    carries a GitHub signature is GitHub's or no one's: a wrong signature does not fall through to the token."""
+    carries a GitHub signature is GitHub's or no one's: a wrong signature does not fall through to the token. Each
+    sender is verified with its own credential, so GitLab's token (sent in plaintext) cannot sign as GitHub."""
     if endpoint == "forge":
         signature = header(github.SIGNATURE_HEADER)
         if signature is not None:
-            return "github" if github.verify(signature, raw, config.forge_webhook_secret) else None
-        return "gitlab" if gitlab.verify(header(gitlab.TOKEN_HEADER), config.forge_webhook_secret) else None
+            return "github" if github.verify(signature, raw, config.github_secret) else None
+        return "gitlab" if gitlab.verify(header(gitlab.TOKEN_HEADER), config.gitlab_token) else None
     if endpoint == "tracker":
         return "linear" if linear.verify(header(linear.SIGNATURE_HEADER), raw, config.tracker_webhook_secret) else None
     return None

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 from api.auth import FailedCredentials
 
 from conftest import BASIC, CI_SECRET
-from events_kit import FORGE_SECRET, TRACKER_SECRET
+from events_kit import GITHUB_SECRET, GITLAB_TOKEN, TRACKER_SECRET
 
 pytestmark = pytest.mark.fuzz
 
@@ -61,7 +61,9 @@ def fuzzed_app(app_factory, config_factory):
     # Webhook secrets are set so the signature endpoints check signatures (an unset one refuses everything).
     # The lockout is lifted: generated requests with bad signatures would otherwise lock the client out and
     # every later answer would be the same 429.
-    config = config_factory(forge_webhook_secret=FORGE_SECRET, tracker_webhook_secret=TRACKER_SECRET)
+    config = config_factory(
+        github_webhook_secret=GITHUB_SECRET, gitlab_webhook_token=GITLAB_TOKEN, tracker_webhook_secret=TRACKER_SECRET
+    )
     return app_factory(config, failures=FailedCredentials(limit=1_000_000))
 
 

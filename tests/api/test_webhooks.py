@@ -10,6 +10,8 @@ import pytest
 from events_kit import (
     ALLOWLIST,
     FORGE_SECRET,
+    GITHUB_SECRET,
+    GITLAB_TOKEN,
     TRACKER_SECRET,
     example,
     gate,
@@ -28,7 +30,12 @@ CI_SECRET = "test-ci-secret-0123456789abcdef"
 
 
 def make_api(app_factory, config_factory, **overrides):
-    values = dict(router_allowlist=ALLOWLIST, forge_webhook_secret=FORGE_SECRET, tracker_webhook_secret=TRACKER_SECRET)
+    values = dict(
+        router_allowlist=ALLOWLIST,
+        github_webhook_secret=GITHUB_SECRET,
+        gitlab_webhook_token=GITLAB_TOKEN,
+        tracker_webhook_secret=TRACKER_SECRET,
+    )
     values.update(overrides)
     return ApiClient(app_factory(config_factory(**values)), basic="admin:correct-horse-battery", ci_secret=CI_SECRET)
 
@@ -103,7 +110,7 @@ def test_a_bad_or_missing_github_signature_is_401_and_recorded_nowhere(api, tamp
 
 
 def test_the_forge_endpoint_fails_closed_without_a_secret(app_factory, config_factory):
-    api = make_api(app_factory, config_factory, forge_webhook_secret=None)
+    api = make_api(app_factory, config_factory, github_webhook_secret=None, gitlab_webhook_token=None)
     body = raw_example("payloads/github/pull_request.opened.json")
     for headers in (github_headers("pull_request", "d1", body), gitlab_headers("Merge Request Hook", "u1")):
         result = send(api, "forge", body, headers)
@@ -183,7 +190,7 @@ def test_a_form_encoded_github_delivery_is_accepted_and_is_the_same_event_as_its
 def test_a_form_encoded_delivery_is_signed_over_the_bytes_as_sent_not_the_json_inside(api):
     (request,) = http_requests("payloads/github/pull_request.opened.form.http")
     inner = json.dumps(example("payloads/github/pull_request.opened.json"), separators=(",", ":")).encode()
-    wrong = {**request.headers, "X-Hub-Signature-256": "sha256=" + hmac_hex(FORGE_SECRET, inner)}
+    wrong = {**request.headers, "X-Hub-Signature-256": "sha256=" + hmac_hex(GITHUB_SECRET, inner)}
     result = send(api, "forge", request.body, wrong)
     assert result.status_code == 401
     assert decisions(api) == []
@@ -452,6 +459,56 @@ def test_a_gitlab_pipeline_at_the_forge_endpoint_is_normalized_as_ci(api):
 # -- who sent it: the sender whose credential verified the delivery, never a header --------------------------
 
 
+def test_a_github_delivery_signed_with_the_gitlab_token_is_401_and_recorded_nowhere(api):
+    # GitLab sends its token in plaintext on every delivery: whoever saw it once (a proxy log) must not be able to
+    # sign as GitHub with it. Each sender is verified with its own credential.
+    body = raw_example("payloads/github/pull_request.opened.json")
+    forged = github_headers("pull_request", "forged-1", body, secret=GITLAB_TOKEN)
+    result = send(api, "forge", body, forged)
+    assert result.status_code == 401
+    assert result.headers["content-type"] == "application/problem+json"
+    assert decisions(api) == []
+    # ...and GitHub's key is no GitLab token either.
+    body = raw_example("payloads/gitlab/merge_request.open.json")
+    assert send(api, "forge", body, gitlab_headers("Merge Request Hook", "u-f", token=GITHUB_SECRET)).status_code == 401
+    assert decisions(api) == []
+
+
+def test_an_install_with_only_the_shared_forge_secret_keeps_working_and_health_names_it(app_factory, config_factory):
+    api = make_api(
+        app_factory,
+        config_factory,
+        github_webhook_secret=None,
+        gitlab_webhook_token=None,
+        forge_webhook_secret=FORGE_SECRET,
+    )
+    github_body = raw_example("payloads/github/pull_request.opened.json")
+    github = send(
+        api, "forge", github_body, github_headers("pull_request", "d-legacy", github_body, secret=FORGE_SECRET)
+    )
+    gitlab_body = raw_example("payloads/gitlab/merge_request.open.json")
+    gitlab = send(api, "forge", gitlab_body, gitlab_headers("Merge Request Hook", "u-legacy", token=FORGE_SECRET))
+    assert (github.status_code, gitlab.status_code) == (202, 202)
+    assert sorted(d["event_id"].split(":")[0] for d in decisions(api)) == ["github", "gitlab"]
+    health = api.get("/healthz", auth=None)
+    assert health.status_code == 200  # the API serves; the check says what to change
+    assert health.json["status"] == "degraded"
+    check = health.json["checks"]["forge_secret"]
+    assert check["ok"] is False
+    assert "SVC_GITHUB_WEBHOOK_SECRET" in check["detail"] and "SVC_GITLAB_WEBHOOK_TOKEN" in check["detail"]
+
+
+def test_the_shared_forge_secret_stands_in_only_for_the_sender_without_its_own(app_factory, config_factory):
+    api = make_api(app_factory, config_factory, gitlab_webhook_token=None, forge_webhook_secret=FORGE_SECRET)
+    body = raw_example("payloads/github/pull_request.opened.json")
+    assert send(api, "forge", body, github_headers("pull_request", "d-s", body, secret=FORGE_SECRET)).status_code == 401
+    gitlab_body = raw_example("payloads/gitlab/merge_request.open.json")
+    headers = gitlab_headers("Merge Request Hook", "u-s", token=FORGE_SECRET)
+    assert send(api, "forge", gitlab_body, headers).status_code == 202
+    check = api.get("/healthz", auth=None).json["checks"]["forge_secret"]
+    assert check["ok"] is True and "stands in for SVC_GITLAB_WEBHOOK_TOKEN" in check["detail"]
+
+
 def test_a_wrong_github_signature_is_401_even_beside_a_right_gitlab_token(api):
     # A GitHub signature makes the delivery GitHub's or no one's: it does not fall through to the GitLab token.
     body = raw_example("payloads/gitlab/merge_request.open.json")
@@ -467,7 +524,7 @@ def test_a_github_signed_delivery_cannot_pass_for_gitlab_by_its_event_header(api
     headers = {
         "Content-Type": "application/json",
         "X-Gitlab-Event": "Merge Request Hook",
-        "X-Hub-Signature-256": "sha256=" + hmac_hex(FORGE_SECRET, body),
+        "X-Hub-Signature-256": "sha256=" + hmac_hex(GITHUB_SECRET, body),
     }
     result = send(api, "forge", body, headers)
     assert result.status_code == 422 and "X-GitHub-Event" in result.json["errors"][0]["message"]

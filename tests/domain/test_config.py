@@ -86,6 +86,39 @@ def test_first_start_generates_private_credentials_and_later_starts_reuse_them(t
     assert (second.ci_webhook_secret, second.basic_auth) == (first.ci_webhook_secret, first.basic_auth)
 
 
+def test_a_fresh_install_generates_a_credential_of_its_own_for_each_webhook_sender(tmp_path):
+    first = Config(data_dir=tmp_path).with_generated_credentials()
+    values = (first.github_webhook_secret, first.gitlab_webhook_token, first.tracker_webhook_secret)
+    assert all(v and len(v) >= 32 for v in values) and len(set(values)) == 3
+    assert (first.github_secret, first.gitlab_token) == values[:2]
+    assert first.forge_secret_check()[0] is True
+    again = Config(data_dir=tmp_path).with_generated_credentials()
+    assert (again.github_webhook_secret, again.gitlab_webhook_token, again.tracker_webhook_secret) == values
+
+
+def test_the_shared_forge_secret_stands_in_for_whichever_sender_has_none_of_its_own(tmp_path):
+    shared = "shared-forge-secret-0123456789"
+    only_shared = Config(data_dir=tmp_path, forge_webhook_secret=shared).with_generated_credentials()
+    assert (only_shared.github_secret, only_shared.gitlab_token) == (shared, shared)
+    ok, detail = only_shared.forge_secret_check()
+    assert not ok and "plaintext" in detail
+    own_github = Config(github_webhook_secret="github-own-secret-0123456789", forge_webhook_secret=shared)
+    assert (own_github.github_secret, own_github.gitlab_token) == ("github-own-secret-0123456789", shared)
+    ok, detail = own_github.forge_secret_check()
+    assert ok and "stands in for SVC_GITLAB_WEBHOOK_TOKEN" in detail
+    # Two variables set to one value share it just the same.
+    same = Config(github_webhook_secret=shared, gitlab_webhook_token=shared)
+    assert same.forge_secret_check()[0] is False
+
+
+def test_each_forge_sender_reads_its_own_variable():
+    config = Config.from_env(
+        {"SVC_GITHUB_WEBHOOK_SECRET": "github-secret-0123456789", "SVC_GITLAB_WEBHOOK_TOKEN": "gitlab-token-0123456789"}
+    )
+    assert (config.github_secret, config.gitlab_token) == ("github-secret-0123456789", "gitlab-token-0123456789")
+    assert config.forge_webhook_secret is None
+
+
 def test_environment_secrets_win_over_the_generated_file(tmp_path):
     Config(data_dir=tmp_path).with_generated_credentials()
     config = Config(data_dir=tmp_path, basic_auth="ops:from-the-environment").with_generated_credentials()

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.process
 
 CI = "ci-secret-never-in-a-log-7f3a9c2e1b5d"
 USER, PASSWORD = "ops", "basic-password-never-in-a-log-4d8e2a"
-FORGE = "forge-secret-never-in-a-log-9a1b2c3d4e"
+GITHUB = "github-secret-never-in-a-log-9a1b2c3d4e"
+GITLAB = "gitlab-token-never-in-a-log-0f1e2d3c4b"
 TRACKER = "tracker-secret-never-in-a-log-5e6f7a8b9c"
 TRACKER_KEY = "lin_api_key_never_in_a_log_0123456789abcdef"
 DISCORD_TOKEN = "discord-token-never-in-a-log_0123456789abcdefABCDEF"
@@ -78,7 +79,8 @@ def test_no_secret_reaches_a_log_or_an_error_body(tmp_path, database_url):
         env = {
             "SVC_CI_WEBHOOK_SECRET": CI,
             "SVC_BASIC_AUTH": f"{USER}:{PASSWORD}",
-            "SVC_FORGE_WEBHOOK_SECRET": FORGE,
+            "SVC_GITHUB_WEBHOOK_SECRET": GITHUB,
+            "SVC_GITLAB_WEBHOOK_TOKEN": GITLAB,
             "SVC_TRACKER_WEBHOOK_SECRET": TRACKER,
             "SVC_TRACKER_API_URL": linear.url,
             "SVC_TRACKER_API_KEY": TRACKER_KEY,
@@ -109,11 +111,52 @@ def test_no_secret_reaches_a_log_or_an_error_body(tmp_path, database_url):
     loggers = {json.loads(line).get("logger") for line in logs.splitlines() if line.startswith("{")}
     assert "urllib3.connectionpool" in loggers and "outbox delivery" in logs  # the risky lines ran
     assert "[redacted]" in logs  # ...and the last line of defence had something to do
-    for secret in (CI, PASSWORD, f"{USER}:{PASSWORD}", FORGE, TRACKER, TRACKER_KEY, DISCORD_TOKEN, discord.url):
+    for secret in (
+        CI,
+        PASSWORD,
+        f"{USER}:{PASSWORD}",
+        GITHUB,
+        GITLAB,
+        TRACKER,
+        TRACKER_KEY,
+        DISCORD_TOKEN,
+        discord.url,
+    ):
         assert secret not in logs, f"{secret[:12]}... appears in a log"
         assert not [b for b in bodies if secret in b], f"{secret[:12]}... appears in an answer"
     encoded = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     assert encoded not in logs
+
+
+def test_an_install_with_only_the_shared_forge_secret_is_warned_at_every_start(tmp_path, database_url):
+    shared = "forge-secret-of-an-older-install-0123"
+    for start in (1, 2):
+        server, base = start_service(tmp_path, database_url, SVC_FORGE_WEBHOOK_SECRET=shared)
+        try:
+            health = requests.get(base + "/healthz", timeout=5)
+        finally:
+            server.stop()
+        warnings = [
+            json.loads(line)
+            for line in server.output().splitlines()
+            if line.startswith("{") and json.loads(line).get("logger") == "svc.config"
+        ]
+        assert len(warnings) == 1, (start, server.output()[-2000:])
+        (warning,) = warnings
+        assert warning["level"] == "warning"
+        for says in (
+            "SVC_GITHUB_WEBHOOK_SECRET",
+            "SVC_GITLAB_WEBHOOK_TOKEN",
+            "plaintext",
+            "unset SVC_FORGE_WEBHOOK_SECRET",
+        ):
+            assert says in warning["message"]
+        assert shared not in server.output()
+        assert (health.status_code, health.json()["status"]) == (200, "degraded")
+        assert health.json()["checks"]["forge_secret"]["ok"] is False
+    # Nothing was generated for GitHub or GitLab: the shared value keeps standing in for both.
+    stored = (tmp_path / "data" / "credentials.env").read_text()
+    assert "SVC_GITHUB_WEBHOOK_SECRET" not in stored and "SVC_GITLAB_WEBHOOK_TOKEN" not in stored
 
 
 def drive_failures(base: str) -> list[str]:
@@ -124,8 +167,8 @@ def drive_failures(base: str) -> list[str]:
     tries = [
         ("POST", "/api/v1/agents/writing/notify", {"X-Svc-CI-Secret": CI[:-1]}, b'{"status": "SUCCESS"}'),
         ("GET", "/api/v1/wallet", {"Authorization": _basic(USER, PASSWORD + "x")}, None),
-        ("POST", "/api/v1/webhooks/forge", github_headers("pull_request", "d-bad", body, secret=FORGE + "x"), body),
-        ("POST", "/api/v1/webhooks/forge", gitlab_headers("Merge Request Hook", "u-bad", token=FORGE[:-1]), body),
+        ("POST", "/api/v1/webhooks/forge", github_headers("pull_request", "d-bad", body, secret=GITLAB), body),
+        ("POST", "/api/v1/webhooks/forge", gitlab_headers("Merge Request Hook", "u-bad", token=GITHUB), body),
         ("POST", "/api/v1/webhooks/tracker", linear_headers("l-bad", tracker_body, secret=TRACKER[1:]), tracker_body),
         # right credentials, wrong bodies
         ("POST", "/api/v1/agents/writing/notify", {"X-Svc-CI-Secret": CI}, b'{"status": "NOPE", "secret": 1}'),
@@ -159,10 +202,10 @@ def drive_successes(base: str, issue_id: str) -> list[str]:
     ok(requests.get(base + "/metrics", auth=basic, timeout=10))
     body = raw_example("payloads/github/pull_request.synchronize.json")
     delivery = str(uuid.uuid4())
-    github = github_headers("pull_request", delivery, body, secret=FORGE)
+    github = github_headers("pull_request", delivery, body, secret=GITHUB)
     ok(requests.post(base + "/api/v1/webhooks/forge", data=body, headers=github, timeout=10))
     gitlab_body = raw_example("payloads/gitlab/merge_request.open.json")
-    gitlab = gitlab_headers("Merge Request Hook", str(uuid.uuid4()), token=FORGE)
+    gitlab = gitlab_headers("Merge Request Hook", str(uuid.uuid4()), token=GITLAB)
     ok(requests.post(base + "/api/v1/webhooks/forge", data=gitlab_body, headers=gitlab, timeout=10))
     # Linear signs the time of sending: the example is stamped now, as Linear would send it.
     linear = linear_body("payloads/linear/issue.update-state-started.json", at=datetime.now(UTC))

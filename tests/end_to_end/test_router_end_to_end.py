@@ -3,7 +3,7 @@
 import pytest
 import requests
 
-from events_kit import FORGE_SECRET, github_headers, raw_example
+from events_kit import GITHUB_SECRET, github_headers, raw_example
 from processes import ServiceProcess, free_port, svc_env, wait_until
 
 pytestmark = pytest.mark.process
@@ -21,7 +21,7 @@ def test_webhooks_are_recorded_by_the_server_and_board_events_by_the_jobs_proces
         DATABASE_URL=database_url,
         SVC_CI_WEBHOOK_SECRET=CI_SECRET,
         SVC_BASIC_AUTH=":".join(BASIC),
-        SVC_FORGE_WEBHOOK_SECRET=FORGE_SECRET,
+        SVC_GITHUB_WEBHOOK_SECRET=GITHUB_SECRET,
         SVC_ROUTER_ALLOWLIST="svc:admin,github:svc-coder[bot]",
     )
     server = ServiceProcess(["serve"], env, tmp_path / "serve.log").start()
