@@ -8,7 +8,16 @@ import falcon
 
 from api import media
 from contracts import ContractViolation
-from domain.errors import Conflict, IdempotencyMismatch, InvalidQuery, NotFound, StaleDelivery, TransitionForbidden
+from domain.clock import iso
+from domain.errors import (
+    Conflict,
+    IdempotencyMismatch,
+    InvalidQuery,
+    NotFound,
+    PreconditionFailed,
+    StaleDelivery,
+    TransitionForbidden,
+)
 from storage.paging import InvalidCursor
 
 log = logging.getLogger("svc.api")
@@ -52,6 +61,7 @@ _FALCON_KINDS = {
     406: "not-acceptable",
     409: "conflict",
     411: "length-required",
+    412: "precondition-failed",
     413: "payload-too-large",
     415: "unsupported-media-type",
     422: "validation",
@@ -91,6 +101,19 @@ def _conflict(req, resp, exc: Conflict, params):
 def _forbidden_transition(req, resp, exc: TransitionForbidden, params):
     detail = f"{exc} (current stage: {exc.current})"
     raise Problem(409, "transition-forbidden", detail, extra={"current_stage": exc.current})
+
+
+def _precondition_failed(req, resp, exc: PreconditionFailed, params):
+    extra = {
+        "current": exc.current,
+        "etag": exc.etag,
+        "last_change": exc.last_change,
+        "changed_by": exc.changed_by,
+        "changed_at": iso(exc.changed_at),
+    }
+    if "stage" in exc.current:
+        extra["current_stage"] = exc.current["stage"]
+    raise Problem(412, "precondition-failed", str(exc), extra=extra, headers={"ETag": exc.etag})
 
 
 def _contract(req, resp, exc: ContractViolation, params):
@@ -134,6 +157,7 @@ def register(app: falcon.App) -> None:
     app.add_error_handler(NotFound, _not_found)
     app.add_error_handler(Conflict, _conflict)
     app.add_error_handler(TransitionForbidden, _forbidden_transition)
+    app.add_error_handler(PreconditionFailed, _precondition_failed)
     app.add_error_handler(ContractViolation, _contract)
     app.add_error_handler(InvalidQuery, _invalid_query)
     app.add_error_handler(InvalidCursor, _invalid_cursor)

@@ -15,6 +15,7 @@ import falcon
 import falcon.inspect
 
 import contracts
+from api import conditional
 from api.auth import FAILURE_LIMIT, WINDOW
 from api.operations import (
     BASIC,
@@ -140,6 +141,16 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
                 "description": "Repeats with the same key return the first answer and record nothing new.",
             }
         )
+    if op.if_match:
+        parameters.append(
+            {
+                "name": "If-Match",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": conditional.IF_MATCH_DESCRIPTION,
+            }
+        )
     if parameters:
         doc["parameters"] = parameters
     if op.request is not None:
@@ -160,6 +171,15 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
                 "Forbidden: the credentials are a viewer's account (viewers read and change nothing), or the "
                 "request came from another site"
             )
+        if status == 200 and (op.etag or op.if_match):
+            entry["headers"] = {
+                "ETag": {"required": True, "schema": {"type": "string"}, "description": conditional.ETAG_DESCRIPTION}
+            }
+        if status == 412 and op.if_match:
+            entry["description"] = conditional.PRECONDITION_DESCRIPTION
+            entry["headers"] = {
+                "ETag": {"required": True, "schema": {"type": "string"}, "description": "The current version's tag."}
+            }
         if status == 401 and op.auth in {BASIC, CI_OR_BASIC}:
             entry["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
         if status == 429 and op.auth != PUBLIC:
@@ -211,6 +231,8 @@ def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
         implied[403] = "problem.json"
     if op.request is not None or op.raw_body:
         implied.update({400: "problem.json", 413: "problem.json", 415: "problem.json", 422: "problem.json"})
+    if op.if_match:
+        implied[412] = "problem.json"
     if any(p.location == "query" for p in op.params):
         implied[400] = "problem.json"
     return {**implied, **op.responses}

@@ -61,6 +61,10 @@ class Operation:
     # Media types the request body may come in. `FORM_PAYLOAD` is GitHub's form-encoded webhook delivery: the JSON
     # document in a `payload` form field (raw_body operations only; the responder reads it).
     request_media: tuple[str, ...] = (JSON,)
+    # A changeable resource's read answers with its `ETag` (and so does each change of it, with the new one).
+    etag: bool = False
+    # A change that honours `If-Match` (412 when it names an older version; `api/conditional.py`).
+    if_match: bool = False
     # Words for a response beyond its status's name, e.g. what else than a bad signature a 401 can mean.
     response_notes: dict[int, str] = field(default_factory=dict)
 

@@ -8,12 +8,12 @@ tracker close) are queued in the outbox in the same transaction.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from domain import automation, units
+from domain import automation, entity_tags, units
 from domain.clock import Clock
 from domain.config import Config
 from domain.errors import Conflict, NotFound, TransitionForbidden
@@ -22,6 +22,9 @@ from machines import ticket as ticket_machine
 from machines.stages import FINAL_STAGES, STAGES, needs_you
 from storage import freshness, initiatives, outbox, slots, tickets, timeline, wallet
 from storage.models import Initiative, Slot, SlotClaim, Ticket, TimelineEntry, Wallet
+
+# The tags of an `If-Match` header (`domain/entity_tags.py`), or None when the request sent none.
+IfMatch = Sequence[str] | None
 
 TIMELINE_ON_TICKET = 20
 SLOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -147,7 +150,7 @@ class Board:
             raise NotFound("ticket", key)
         return timeline.page(key, limit=limit, cursor=cursor)
 
-    def move(self, key: str, body: dict[str, Any], *, actor: str) -> Ticket:
+    def move(self, key: str, body: dict[str, Any], *, actor: str, if_match: IfMatch = None) -> Ticket:
         target = body["to"]
 
         def step(row: Ticket) -> str:
@@ -164,29 +167,41 @@ class Board:
             row.waiting_on = None if row.stage in FINAL_STAGES else body.get("waiting_on")
             return event
 
-        return self._change_stage(key, step, kind="stage_changed", actor=actor, reason=body.get("reason"))
+        return self._change_stage(
+            key, step, kind="stage_changed", actor=actor, reason=body.get("reason"), if_match=if_match
+        )
 
-    def mark_done(self, key: str, body: dict[str, Any], *, actor: str) -> Ticket:
-        return self._finish(key, "mark_done", kind="marked_done", actor=actor, reason=body.get("reason"))
+    def mark_done(self, key: str, body: dict[str, Any], *, actor: str, if_match: IfMatch = None) -> Ticket:
+        return self._finish(
+            key, "mark_done", kind="marked_done", actor=actor, reason=body.get("reason"), if_match=if_match
+        )
 
-    def cancel(self, key: str, body: dict[str, Any], *, actor: str) -> Ticket:
-        return self._finish(key, "cancel", kind="cancelled", actor=actor, reason=body.get("reason"))
+    def cancel(self, key: str, body: dict[str, Any], *, actor: str, if_match: IfMatch = None) -> Ticket:
+        return self._finish(key, "cancel", kind="cancelled", actor=actor, reason=body.get("reason"), if_match=if_match)
 
-    def _finish(self, key: str, event: str, *, kind: str, actor: str, reason: str | None) -> Ticket:
+    def _finish(self, key: str, event: str, *, kind: str, actor: str, reason: str | None, if_match: IfMatch) -> Ticket:
         def step(row: Ticket) -> str:
             ticket_machine.fire(row, event)
             row.waiting_on = None
             return event
 
-        return self._change_stage(key, step, kind=kind, actor=actor, reason=reason)
+        return self._change_stage(key, step, kind=kind, actor=actor, reason=reason, if_match=if_match)
 
     def _change_stage(
-        self, key: str, step: Callable[[Ticket], str], *, kind: str, actor: str, reason: str | None
+        self,
+        key: str,
+        step: Callable[[Ticket], str],
+        *,
+        kind: str,
+        actor: str,
+        reason: str | None,
+        if_match: IfMatch,
     ) -> Ticket:
         def work() -> Ticket:
             row = tickets.get(key, for_update=True)
             if row is None:
                 raise NotFound("ticket", key)
+            entity_tags.check_ticket(if_match, row, lambda: next(iter(timeline.newest(key, 1)), None))
             change = apply_stage_change(
                 row, step, clock=self.clock, kind=kind, actor=actor, reason=reason, config=self.config
             )
@@ -239,6 +254,12 @@ class Board:
 
         return units.run(work, what="creating the initiative")
 
+    def initiative(self, ident: str) -> Initiative:
+        row = initiatives.get(ident)
+        if row is None:
+            raise NotFound("initiative", ident)
+        return row
+
     def initiatives(self, *, limit: int, cursor: str | None) -> tuple[list[Initiative], str | None]:
         return initiatives.page(limit=limit, cursor=cursor)
 
@@ -246,8 +267,14 @@ class Board:
         """How many tickets each of the initiatives `ids` has, per stage."""
         return tickets.counts_by_initiative(ids)
 
-    def update_initiative(self, ident: str, body: dict[str, Any], *, actor: str) -> Initiative:
+    def update_initiative(
+        self, ident: str, body: dict[str, Any], *, actor: str, if_match: IfMatch = None
+    ) -> Initiative:
         def work() -> Initiative:
+            row = initiatives.get(ident, for_update=True)
+            if row is None:
+                raise NotFound("initiative", ident)
+            entity_tags.check_initiative(if_match, row)
             if not initiatives.update(ident, dict(body), at=self.clock(), by=actor):
                 raise NotFound("initiative", ident)
             return initiatives.get(ident)
@@ -315,8 +342,9 @@ class Board:
     def wallet(self) -> Wallet:
         return wallet.get()
 
-    def put_wallet(self, body: dict[str, Any], *, actor: str) -> Wallet:
+    def put_wallet(self, body: dict[str, Any], *, actor: str, if_match: IfMatch = None) -> Wallet:
         def work() -> Wallet:
+            entity_tags.check_wallet(if_match, wallet.get(for_update=True))
             wallet.put(
                 budget=float(body["budget"]),
                 spent=float(body["spent"]),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from contracts import ContractViolation, Violation
 from machines.errors import TransitionForbidden
 
@@ -12,6 +15,7 @@ __all__ = [
     "IdempotencyMismatch",
     "InvalidQuery",
     "NotFound",
+    "PreconditionFailed",
     "StaleDelivery",
     "TransitionForbidden",
     "Violation",
@@ -37,6 +41,29 @@ class Conflict(DomainError):
 
     def __init__(self, message: str, *, current_stage: str | None = None):
         self.current_stage = current_stage
+        super().__init__(message)
+
+
+class PreconditionFailed(DomainError):
+    """A change was made from an older version of what it changes (`If-Match` names a tag no longer current).
+
+    It says what the resource is now, and who changed it last and when (`domain/entity_tags.py`)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        etag: str,
+        last_change: str,
+        changed_by: str | None,
+        changed_at: datetime | None,
+        current: dict[str, Any],
+    ):
+        self.etag = etag
+        self.last_change = last_change
+        self.changed_by = changed_by
+        self.changed_at = changed_at
+        self.current = current
         super().__init__(message)
 
 

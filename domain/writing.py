@@ -10,13 +10,13 @@ If anything fails, none of it happened.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from domain import automation, chat, idempotency, units
+from domain import automation, chat, entity_tags, idempotency, units
 from domain.automation import AutomationState
 from domain.board import Board, StageChange, apply_stage_change
 from domain.clock import Clock
@@ -223,7 +223,7 @@ class WritingAgent:
     def automation(self) -> AutomationState:
         return automation.state()
 
-    def set_automation(self, enabled: bool, *, actor: str) -> AutomationState:
+    def set_automation(self, enabled: bool, *, actor: str, if_match: Sequence[str] | None = None) -> AutomationState:
         """Turn writing automation on or off; a change is audited on the `WRITING-DAILY` timeline.
 
         Setting the value it already has changes nothing and writes nothing.
@@ -235,6 +235,7 @@ class WritingAgent:
             # collide on creating it, and the retried one finds the setting already changed.)
             tickets.get(WRITING_TICKET_KEY, for_update=True)
             current = self.automation()
+            entity_tags.check_automation(if_match, current)
             toggle = _Toggle("enabled" if current.enabled else "disabled")
             was, now_enabled = automation_machine.switch(toggle, enabled)
             if was == now_enabled:

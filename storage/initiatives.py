@@ -10,8 +10,9 @@ from storage.models import Initiative
 from storage.paging import decode_cursor, page_of
 
 
-def get(initiative_id: str) -> Initiative | None:
-    return statements.select_one(Initiative, {"id": initiative_id})
+def get(initiative_id: str, *, for_update: bool = False) -> Initiative | None:
+    """The initiative, locked for the rest of the transaction on PostgreSQL when `for_update`."""
+    return statements.select_one(Initiative, {"id": initiative_id}, for_update=for_update)
 
 
 def exists(initiative_id: str) -> bool:

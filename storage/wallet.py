@@ -14,8 +14,9 @@ WALLET_ID = 1
 MAX_PERCENT = 1_000_000.0
 
 
-def get() -> Wallet:
-    return statements.select_one(Wallet, {"id": WALLET_ID})
+def get(*, for_update: bool = False) -> Wallet:
+    """The wallet, locked for the rest of the transaction on PostgreSQL when `for_update`."""
+    return statements.select_one(Wallet, {"id": WALLET_ID}, for_update=for_update)
 
 
 def put(*, budget: float, spent: float, locked: bool, at: datetime, by: str | None) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import falcon
 
-from api import params, representations
+from api import conditional, params, representations
 from api.operations import CURSOR, LIMIT, Operation, Param
+from domain.entity_tags import initiative_tag
 
 
 class Initiatives:
@@ -38,22 +39,43 @@ class Initiatives:
         resp.media = representations.initiative(row)
 
 
+_ID = Param("id", {"type": "string"}, location="path", required=True)
+
+
 class InitiativeItem:
     operations = {
+        "GET": Operation(
+            "An initiative",
+            responses={200: "initiative.json", 401: "problem.json", 404: "problem.json"},
+            params=(_ID,),
+            tags=("board",),
+            etag=True,
+        ),
         "PATCH": Operation(
             "Change an initiative's stage or name",
             request="initiative-patch.json",
             responses={200: "initiative.json", 401: "problem.json", 404: "problem.json", 422: "problem.json"},
-            params=(Param("id", {"type": "string"}, location="path", required=True),),
+            params=(_ID,),
             tags=("board",),
+            if_match=True,
         ),
     }
 
     def __init__(self, board):
         self.board = board
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response, id: str) -> None:
+        self._answer(resp, self.board.initiative(id))
+
     def on_patch(self, req: falcon.Request, resp: falcon.Response, id: str) -> None:
-        row = self.board.update_initiative(id, req.context.body, actor=req.context.identity.actor)
+        row = self.board.update_initiative(
+            id, req.context.body, actor=req.context.identity.actor, if_match=conditional.if_match(req)
+        )
+        self._answer(resp, row)
+
+    @staticmethod
+    def _answer(resp: falcon.Response, row) -> None:
+        conditional.tag(resp, initiative_tag(row))
         resp.media = representations.initiative(row)
 
 

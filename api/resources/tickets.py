@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import falcon
 
-from api import params, representations
+from api import conditional, params, representations
 from api.operations import CURSOR, LIMIT, Operation, Param
+from domain.entity_tags import ticket_tag
 from machines.stages import STAGES
 
 _KEY = Param("key", {"type": "string"}, "Ticket key, e.g. PORT-12.", location="path", required=True)
 _ACTION_ERRORS = {401: "problem.json", 404: "problem.json", 409: "problem.json", 422: "problem.json"}
+
+
+def _answer(resp: falcon.Response, row) -> None:
+    """A ticket as a change answers it, with its new `ETag`."""
+    conditional.tag(resp, ticket_tag(row))
+    resp.media = representations.ticket(row)
 
 
 class Tickets:
@@ -67,6 +74,7 @@ class TicketItem:
             responses={200: "ticket-detail.json", 401: "problem.json", 404: "problem.json"},
             params=(_KEY,),
             tags=("board",),
+            etag=True,
         ),
     }
 
@@ -75,6 +83,7 @@ class TicketItem:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
         row, entries = self.board.ticket(key)
+        conditional.tag(resp, ticket_tag(row))
         resp.media = representations.ticket_detail(row, entries)
 
 
@@ -104,6 +113,7 @@ class TicketMove:
             responses={200: "ticket.json", **_ACTION_ERRORS},
             params=(_KEY,),
             tags=("board",),
+            if_match=True,
         ),
     }
 
@@ -111,7 +121,10 @@ class TicketMove:
         self.board = board
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
-        resp.media = representations.ticket(self.board.move(key, req.context.body, actor=req.context.identity.actor))
+        row = self.board.move(
+            key, req.context.body, actor=req.context.identity.actor, if_match=conditional.if_match(req)
+        )
+        _answer(resp, row)
 
 
 class TicketFinish:
@@ -134,11 +147,13 @@ class TicketFinish:
                 responses={200: "ticket.json", **_ACTION_ERRORS},
                 params=(_KEY,),
                 tags=("board",),
+                if_match=True,
             ),
         }
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
-        resp.media = representations.ticket(self.finish(key, req.context.body, actor=req.context.identity.actor))
+        row = self.finish(key, req.context.body, actor=req.context.identity.actor, if_match=conditional.if_match(req))
+        _answer(resp, row)
 
 
 def routes(services) -> list[tuple[str, object]]:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import falcon
 
-from api import representations
+from api import conditional, representations
 from api.operations import Operation
+from domain.entity_tags import wallet_tag
 
 
 class Wallet:
     operations = {
-        "GET": Operation("The wallet", responses={200: "wallet.json", 401: "problem.json"}, tags=("wallet",)),
+        "GET": Operation(
+            "The wallet", responses={200: "wallet.json", 401: "problem.json"}, tags=("wallet",), etag=True
+        ),
         "PUT": Operation(
             "Set the wallet",
             request="wallet-put.json",
             responses={200: "wallet.json", 401: "problem.json", 422: "problem.json"},
             tags=("wallet",),
+            if_match=True,
         ),
     }
 
@@ -23,10 +27,18 @@ class Wallet:
         self.board = board
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = representations.wallet(self.board.wallet())
+        self._answer(resp, self.board.wallet())
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = representations.wallet(self.board.put_wallet(req.context.body, actor=req.context.identity.actor))
+        row = self.board.put_wallet(
+            req.context.body, actor=req.context.identity.actor, if_match=conditional.if_match(req)
+        )
+        self._answer(resp, row)
+
+    @staticmethod
+    def _answer(resp: falcon.Response, row) -> None:
+        conditional.tag(resp, wallet_tag(row))
+        resp.media = representations.wallet(row)
 
 
 def routes(services) -> list[tuple[str, object]]:

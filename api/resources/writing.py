@@ -6,9 +6,10 @@ import re
 
 import falcon
 
-from api import representations
+from api import conditional, representations
 from api.errors import Problem
 from api.operations import BASIC, CI, CI_OR_BASIC, Operation
+from domain.entity_tags import automation_tag
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -64,6 +65,7 @@ class WritingAutomation:
             auth=CI_OR_BASIC,
             responses={200: "writing-automation.json"},
             tags=("writing",),
+            etag=True,
         ),
         "POST": Operation(
             "Turn writing automation on or off; the change is audited on the WRITING-DAILY timeline",
@@ -71,6 +73,7 @@ class WritingAutomation:
             request="writing-automation-set.json",
             responses={200: "writing-automation.json", 409: "problem.json"},
             tags=("writing",),
+            if_match=True,
         ),
     }
 
@@ -78,10 +81,17 @@ class WritingAutomation:
         self.writing = writing
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = representations.writing_automation(self.writing.automation())
+        self._answer(resp, self.writing.automation())
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        state = self.writing.set_automation(req.context.body["enabled"], actor=req.context.identity.actor)
+        state = self.writing.set_automation(
+            req.context.body["enabled"], actor=req.context.identity.actor, if_match=conditional.if_match(req)
+        )
+        self._answer(resp, state)
+
+    @staticmethod
+    def _answer(resp: falcon.Response, state) -> None:
+        conditional.tag(resp, automation_tag(state))
         resp.media = representations.writing_automation(state)
 
 
