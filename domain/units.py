@@ -28,7 +28,7 @@ def run(work: Callable[[], T], *, what: str = "the request") -> T:
     """Run `work()` in a transaction; start over (up to `ATTEMPTS` times) when it raises `StaleRead`.
 
     The answer comes back once it is committed; on SQLite, alongside other threads' units in one commit
-    (`storage.db.write`), each attempt in its own savepoint.
+    (`storage.db.write`), each attempt taken back alone when it fails.
 
     `IntegrityError` and PostgreSQL serialization/deadlock failures are raced inserts or updates and are
     retried the same way; when a later attempt sees the other writer's row, `work` decides what that means.

@@ -6,11 +6,11 @@ the real database from a URL and `bind()` points the proxy at it.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -106,6 +106,11 @@ def transaction() -> Iterator[None]:
         with db.atomic():
             yield
         return
+    group = _group
+    if group is not None and group.batch_open and threading.get_ident() == group.ident:
+        with group.unit():
+            yield
+        return
     with _sqlite_writer, db.atomic():
         yield
 
@@ -114,9 +119,23 @@ class GroupCommitClosed(RuntimeError):
     """The group commit was replaced (the database was rebound); the caller submits to the new one."""
 
 
+class _Unit:
+    """A unit of work waiting for the writer: its lock is held until the writer has its outcome committed (a plain
+    lock released once is the cheapest hand-off back: a `Future` takes a condition variable and its own lock)."""
+
+    __slots__ = ("done", "error", "fn", "value")
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
 class GroupCommit:
     """SQLite's group commit: one writer thread runs the units of work that are waiting, one after another in
-    one transaction (each in its own savepoint), and answers them all after a single commit.
+    one transaction (each after the first in its own savepoint), and answers them all after a single commit.
 
     A commit with `synchronous=FULL` costs an fsync, which is most of a small write's time. While the writer
     waits for one, request threads queue the next units, so under load one fsync carries many of them; alone,
@@ -125,9 +144,16 @@ class GroupCommit:
     """
 
     MAX_BATCH = 128
+    # One name for every unit's savepoint: SQLite resolves a name to the innermost savepoint that has it, and a
+    # fixed text is prepared once (peewee names each savepoint anew, so each was prepared again).
+    SAVEPOINT, RELEASE, ROLLBACK_TO = 'SAVEPOINT "unit"', 'RELEASE "unit"', 'ROLLBACK TO "unit"'
 
     def __init__(self, database: SqliteDatabase):
         self.database = database
+        # While a batch's transaction is open on the writer thread: True until a unit has written in it.
+        self.batch_open = False
+        self._fresh = False
+        self.ident: int | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
         self._lock = threading.Lock()
@@ -139,12 +165,15 @@ class GroupCommit:
         return self._thread
 
     def submit(self, fn: Callable[[], T]) -> T:
-        done: Future = Future()
+        unit = _Unit(fn)
         with self._lock:  # nothing is queued behind the stop sentinel, so nothing waits forever
             if self._closed:
                 raise GroupCommitClosed
-            self._queue.put((fn, done))
-        return done.result()
+            self._queue.put(unit)
+        unit.done.acquire()  # released by the writer once the outcome is known (after the commit)
+        if unit.error is not None:
+            raise unit.error
+        return unit.value
 
     def stop(self, *, wait: bool = True) -> None:
         """Finish what is queued, then end the writer thread (and close its connection)."""
@@ -155,7 +184,38 @@ class GroupCommit:
         if wait and threading.current_thread() is not self._thread:
             self._thread.join()
 
+    @contextlib.contextmanager
+    def unit(self) -> Iterator[None]:
+        """A unit's own transaction inside the batch's, on the writer thread.
+
+        The batch's first unit needs no savepoint: when it fails, nothing else is in the transaction, so the
+        whole transaction is rolled back and begun again. Every later unit (or a transaction nested in a unit)
+        gets a savepoint, so a failure takes back only itself.
+        """
+        conn = self.database.connection()
+        if self._fresh:
+            self._fresh = False
+            try:
+                yield
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                    conn.execute("BEGIN IMMEDIATE")
+                    self._fresh = True
+                raise
+            return
+        conn.execute(self.SAVEPOINT)
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:  # else SQLite ended the whole transaction itself, and the batch fails
+                conn.execute(self.ROLLBACK_TO)
+                conn.execute(self.RELEASE)
+            raise
+        conn.execute(self.RELEASE)
+
     def _loop(self) -> None:
+        self.ident = threading.get_ident()
         while True:
             item = self._queue.get()
             if item is None:
@@ -163,6 +223,14 @@ class GroupCommit:
             self._run([item])
         if not self.database.is_closed():
             self.database.close()
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[None]:
+        self.batch_open = self._fresh = True
+        try:
+            yield
+        finally:
+            self.batch_open = self._fresh = False
 
     def _take_waiting(self, batch: list) -> None:
         """Move the units queued meanwhile into `batch` (up to `MAX_BATCH`), stopping at the stop sentinel."""
@@ -176,11 +244,10 @@ class GroupCommit:
                 return
             batch.append(item)
 
-    def _run(self, batch: list[tuple[Callable[[], Any], Future]]) -> None:
-        outcomes: list[tuple[Future, Any, BaseException | None]] = []
+    def _run(self, batch: list[_Unit]) -> None:
         try:
             self.database.connect(reuse_if_open=True)
-            with _sqlite_writer, self.database.atomic():
+            with _sqlite_writer, self.database.atomic(), self._open():
                 ran = 0
                 while True:
                     if ran == len(batch):
@@ -189,27 +256,23 @@ class GroupCommit:
                         self._take_waiting(batch)
                         if ran == len(batch):
                             break
-                    fn, done = batch[ran]
+                    unit = batch[ran]
                     ran += 1
                     # Each unit writes inside its own `transaction()`, a savepoint here: a failing unit has
                     # taken back only itself by the time its exception arrives.
                     try:
-                        outcomes.append((done, fn(), None))
+                        unit.value = unit.fn()
                     except BaseException as exc:  # handed to the caller, who raises it
                         if not self.database.connection().in_transaction:
                             # SQLite ended the whole transaction itself (disk full, I/O error): the units before
                             # this one are gone too, and the ones after would commit on their own. Fail them all.
                             raise
-                        outcomes.append((done, None, exc))
+                        unit.error = exc
         except BaseException as exc:  # BEGIN or COMMIT failed, or the transaction was lost: nothing happened
-            for _, done in batch:
-                done.set_exception(exc)
-            return
-        for done, value, error in outcomes:
-            if error is None:
-                done.set_result(value)
-            else:
-                done.set_exception(error)
+            for unit in batch:
+                unit.value, unit.error = None, exc
+        for unit in batch:
+            unit.done.release()
 
 
 _group: GroupCommit | None = None

@@ -80,6 +80,86 @@ def test_a_failing_unit_takes_only_itself_back(app):
     assert stored() == {"before", "after"}
 
 
+def _batch(units: dict) -> dict[str, object]:
+    """Run `units` (name: fn) as one batch: the first holds the writer until the others are queued behind it."""
+    gate, holding = threading.Event(), threading.Event()
+    outcomes: dict[str, object] = {}
+    (first_name, first_fn), *rest = units.items()
+
+    def held():
+        holding.set()
+        gate.wait(10)
+        return first_fn()
+
+    def run(name, fn):
+        try:
+            outcomes[name] = write(fn)
+        except Exception as exc:
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=run, args=(first_name, held))]
+    threads[0].start()
+    until(holding.is_set, "the writer to hold the first unit")
+    for n, (name, fn) in enumerate(rest, start=1):
+        threads.append(threading.Thread(target=run, args=(name, fn)))
+        threads[-1].start()
+        until(lambda n=n: queued() == n, f"unit {name} queued")
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    return outcomes
+
+
+def broken(key: str):
+    def unit():
+        with transaction():
+            Setting.insert(key=key, value={}, updated_at="2026-11-20 10:00:00").execute()
+            raise ValueError(f"{key}: the unit's own bug")
+
+    return unit
+
+
+def test_a_failing_unit_inside_a_batch_takes_only_itself_back(app):
+    outcomes = _batch({"a": put("a"), "b": broken("b"), "c": put("c")})
+    assert outcomes["a"] == "a" and outcomes["c"] == "c"
+    assert isinstance(outcomes["b"], ValueError)
+    assert stored() == {"a", "c"}
+
+
+def test_the_first_unit_of_a_batch_failing_takes_only_itself_back(app):
+    # The first unit runs without a savepoint: its failure rolls the (otherwise empty) transaction back and
+    # begins a new one for the units queued behind it.
+    outcomes = _batch({"a": broken("a"), "b": put("b"), "c": broken("c"), "d": put("d")})
+    assert isinstance(outcomes["a"], ValueError) and isinstance(outcomes["c"], ValueError)
+    assert outcomes["b"] == "b" and outcomes["d"] == "d"
+    assert stored() == {"b", "d"}
+    assert write(put("after")) == "after"
+
+
+def test_a_retried_attempt_leaves_nothing_of_the_attempt_before(app):
+    from domain import units
+
+    attempts: list[str] = []
+
+    def retried(prefix: str):
+        def work():
+            attempts.append(prefix)
+            tried = attempts.count(prefix)
+            Setting.insert(key=f"{prefix}{tried}", value={}, updated_at="2026-11-20 10:00:00").execute()
+            if tried == 1:
+                raise units.StaleRead("lost the compare-and-swap")
+            return "done"
+
+        return lambda: units.run(work)
+
+    # first in its batch (no savepoint), then behind another unit (a savepoint)
+    outcomes = _batch({"first": retried("first"), "second": put("second")})
+    assert outcomes == {"first": "done", "second": "second"}
+    outcomes = _batch({"zero": put("zero"), "later": retried("later")})
+    assert outcomes == {"zero": "zero", "later": "done"}
+    assert stored() == {"first2", "second", "zero", "later2"}
+
+
 def test_a_transaction_sqlite_ended_fails_every_unit_of_its_batch(app):
     gate, holding = threading.Event(), threading.Event()
     outcomes: dict[str, object] = {}
