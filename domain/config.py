@@ -177,6 +177,9 @@ class Config:
                 stored.setdefault(name, _GENERATED[name][1]())
             write_credentials_file(path, stored)
             print(f"svc: generated credentials in {path} (mode 0600); read them with: cat {path}")
+        else:
+            # Every later start says where they are too: the first start's output is long gone by then.
+            print(f"svc: credentials from {path}; read them with: cat {path}")
         return replace(self, **{field_name: stored[name] for name, field_name in missing.items()})
 
     @property

@@ -37,6 +37,10 @@ def copy_sqlite(source: Path, target: Path, *, busy_timeout_ms: int = 10_000) ->
         raise BackupError(f"{target.parent} is not a directory")
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
+        # The copy holds people's password hashes: readable by its owner alone from its first byte (0600, like
+        # the credentials file), whatever the umask.
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.chmod(partial, 0o600)
         live = sqlite3.connect(source, timeout=busy_timeout_ms / 1000)
         try:
             copy = sqlite3.connect(partial)

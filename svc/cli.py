@@ -335,10 +335,19 @@ def _read_password(*, confirm: bool) -> str:
 
     if sys.stdin.isatty():
         password = getpass.getpass("Password: ")
+        if not password:
+            raise AccountRefused("no password was given; nothing changed")
         if confirm and getpass.getpass("Password again: ") != password:
             raise AccountRefused("the two passwords differ; nothing changed")
         return password
-    return sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+    password = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+    if not password:
+        # An empty pipe (or `< /dev/null`) is a forgotten password, not a short one.
+        raise AccountRefused(
+            "no password was given on standard input; nothing changed "
+            "(pipe one line: printf '%s\\n' \"$PASSWORD\" | svc user ...)"
+        )
+    return password
 
 
 def _list_accounts(rows, bootstrap: str | None) -> None:
@@ -511,10 +520,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args) or 0
+        code = COMMANDS[args.command](args) or 0
+        sys.stdout.flush()  # inside the try: a reader gone before the last lines is a broken pipe here, not at exit
+        return code
     except MigrationError as exc:
         print(f"svc {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`svc outbox | head`): stop quietly, as a shell tool does. Python would otherwise
+        # print a traceback while flushing stdout at exit; pointing it at /dev/null stops that (Python's
+        # documented recipe, "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

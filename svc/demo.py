@@ -532,7 +532,8 @@ def run(config: Config, *, force: bool, end: datetime, out: TextIO, err: TextIO)
         f"svc demo: {rows['ticket']} tickets in {rows['initiative']} initiatives, {rows['timeline_entry']} timeline "
         f"entries, {rows['agent_run']} agent runs, {rows['router_decision']} router decisions ({outcomes}); "
         f"the story ends at {filled.end:%Y-%m-%d %H:%M} UTC.\n"
-        f"svc demo: now `svc serve` and open http://{config.host}:{config.port}/ (the credentials are in "
+        f"svc demo: now `svc run` (the web board, the API and the jobs process, which finishes bay releases) with "
+        f"the same environment, and open http://{config.host}:{config.port}/ (the credentials are in "
         f"{config.data_dir / 'credentials.env'} unless SVC_BASIC_AUTH is set).",
         file=out,
     )

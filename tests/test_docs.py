@@ -98,3 +98,22 @@ def test_the_manual_is_linked_from_the_readme():
     readme_links = {link.partition("#")[0] for link in _links(ROOT / "README.md")}
     pages = {f"docs/{page.name}" for page in PAGES if page.parent.name == "docs"}
     assert pages - readme_links == set(), "a page of docs/ that the README does not lead to"
+
+
+# `svc` at a command's start: a line's start, after a pipe, or after VAR=value assignments.
+_BARE_SVC = re.compile(r"(^|\|\s*|^(?:[A-Z_]+=\S+\s+)+)svc\s")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_svc_command_a_reader_copies_runs_as_written(page: Path):
+    """`make run` puts `svc` in .venv/bin, not on PATH: a command in a shell block says `.venv/bin/svc`."""
+    bare = []
+    in_code = in_shell = False
+    for number, line in enumerate(page.read_text().splitlines(), 1):
+        if line.startswith("```"):
+            in_code = not in_code
+            in_shell = in_code and line[3:].strip() in {"sh", "bash", "console", ""}
+            continue
+        if in_shell and not line.lstrip().startswith("#") and _BARE_SVC.search(line.strip()):
+            bare.append(f"{number}: {line}")
+    assert not bare, "write .venv/bin/svc:\n" + "\n".join(bare)

@@ -84,6 +84,8 @@ def test_first_start_generates_private_credentials_and_later_starts_reuse_them(t
     assert user == "svc" and len(password) >= 16
     second = config.with_generated_credentials()
     assert (second.ci_webhook_secret, second.basic_auth) == (first.ci_webhook_secret, first.basic_auth)
+    # A later start says where they are too (its first start's output is long gone).
+    assert capsys.readouterr().out == f"svc: credentials from {path}; read them with: cat {path}\n"
 
 
 def test_a_fresh_install_generates_a_credential_of_its_own_for_each_webhook_sender(tmp_path):

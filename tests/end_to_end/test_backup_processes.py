@@ -5,6 +5,7 @@ at pg_dump and exits non-zero."""
 from __future__ import annotations
 
 import sqlite3
+import stat
 import subprocess
 
 import pytest
@@ -85,7 +86,7 @@ def test_a_backup_taken_under_writes_serves_every_write_acknowledged_before_it(t
         restored.stop()
 
 
-def test_a_backup_never_overwrites_a_file(tmp_path):
+def migrated_sqlite(tmp_path) -> str:
     if BACKEND != "sqlite":
         pytest.skip("svc backup copies SQLite databases; this run is on PostgreSQL")
     live = f"sqlite:///{tmp_path / 'live.sqlite3'}"
@@ -97,6 +98,19 @@ def test_a_backup_never_overwrites_a_file(tmp_path):
         timeout=60,
     )
     assert migrated.returncode == 0, migrated.stderr
+    return live
+
+
+def test_the_copy_is_readable_by_its_owner_alone(tmp_path):
+    """It holds people's password hashes: 0600 like the credentials file, whatever the umask says."""
+    live = migrated_sqlite(tmp_path)
+    made = backup(tmp_path, live, tmp_path / "copy.sqlite3")
+    assert made.returncode == 0, made.stderr
+    assert stat.S_IMODE((tmp_path / "copy.sqlite3").stat().st_mode) == 0o600
+
+
+def test_a_backup_never_overwrites_a_file(tmp_path):
+    live = migrated_sqlite(tmp_path)
     there = tmp_path / "there.sqlite3"
     there.write_bytes(b"keep me")
     made = backup(tmp_path, live, there)
