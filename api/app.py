@@ -18,6 +18,7 @@ from api.resources import (
     metrics,
     openapi,
     ops,
+    router_evidence,
     slots,
     tickets,
     wallet,
@@ -48,6 +49,7 @@ ROUTE_MODULES = (
     writing,
     ops,
     events,
+    router_evidence,
     pages,
     metrics,
 )

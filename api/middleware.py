@@ -124,7 +124,7 @@ class Guard:
         if changes_something(req.method):
             if identity.scheme == BASIC:
                 refuse_cross_site(req)
-            if not identity.may_change:
+            if not identity.may_change and changes_something(req.method, operation):
                 raise Problem(
                     403,
                     "viewer",

@@ -119,6 +119,9 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
     }
     if op.tags:
         doc["tags"] = list(op.tags)
+    if op.changes_nothing:
+        # A POST that only computes an answer: a viewer may use it (clients and the tests read this).
+        doc["x-svc-changes-nothing"] = True
     parameters = [
         {
             "name": p.name,
@@ -166,7 +169,11 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             entry["content"] = {media: {"schema": {"$ref": f"#/components/schemas/{component_name(schema)}"}}}
         elif status < 300 and "json" not in media:
             entry["content"] = {media: {"schema": {"type": "string"}}}  # a page, or the metrics text
-        if status == 403 and op.auth in {BASIC, CI_OR_BASIC} and changes_something(method):
+        if status == 403 and op.auth in {BASIC, CI_OR_BASIC} and not changes_something(method, op):
+            entry["description"] = (
+                "Forbidden: the request came from another site (a viewer may use it: it changes nothing)"
+            )
+        elif status == 403 and op.auth in {BASIC, CI_OR_BASIC} and changes_something(method):
             entry["description"] = (
                 "Forbidden: the credentials are a viewer's account (viewers read and change nothing), or the "
                 "request came from another site"

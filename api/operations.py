@@ -23,8 +23,11 @@ SCHEMES = {PUBLIC, BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, TRACKER_SIGNATURE}
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def changes_something(method: str) -> bool:
-    """Whether an operation under `method` changes something (every declared operation is read this way)."""
+def changes_something(method: str, operation: Operation | None = None) -> bool:
+    """Whether an operation under `method` changes something: every unsafe method does, unless the operation
+    declares `changes_nothing` (a POST that only computes an answer, such as a backtest: a viewer may use it)."""
+    if operation is not None and operation.changes_nothing:
+        return False
     return method.upper() not in SAFE_METHODS
 
 
@@ -67,6 +70,8 @@ class Operation:
     if_match: bool = False
     # Words for a response beyond its status's name, e.g. what else than a bad signature a 401 can mean.
     response_notes: dict[int, str] = field(default_factory=dict)
+    # A POST that writes nothing (it takes a body only because the question does not fit a query string).
+    changes_nothing: bool = False
 
     def __post_init__(self) -> None:
         if self.auth not in SCHEMES:

@@ -117,6 +117,8 @@ def decision(row) -> dict[str, Any]:
         "gates": row.gates or [],
         "dispatched": False,
         "envelope": row.envelope,
+        "policy": row.policy,
+        "facts": row.facts,
     }
     if row.outcome == "rejected":
         body["errors"] = row.errors or []

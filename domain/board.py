@@ -17,6 +17,7 @@ from domain import automation, entity_tags, units
 from domain.clock import Clock
 from domain.config import Config
 from domain.errors import Conflict, NotFound, TransitionForbidden
+from domain.router import scorecard
 from domain.units import StaleRead
 from machines import ticket as ticket_machine
 from machines.stages import FINAL_STAGES, STAGES, needs_you
@@ -318,6 +319,8 @@ class Board:
                 if row.assigned_slot and row.assigned_slot != name:
                     raise Conflict(f"{key} already holds slot {row.assigned_slot}")
                 slots.add_claim(name, key, at=now)
+                # The team took up a coder's work on the ticket: the router's scorecard keeps it.
+                scorecard.record_signal(key, ("coder",), at=now)
                 if not tickets.compare_and_swap(
                     row,
                     expected_stage=row.stage,

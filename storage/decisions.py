@@ -109,3 +109,47 @@ def queued_without_decision(*, queued_before: datetime, quiet_since: datetime, l
         .order_by(Ticket.stage_changed_at, Ticket.key)
         .limit(limit)
     )
+
+
+def for_backtest(since: datetime | None, until: datetime | None, *, batch: int = 2000):
+    """Every accepted decision in [since, until), oldest first, as tuples (id, event_id, subject_id, outcome,
+    evaluated_at, gates, envelope, facts, policy), the JSON columns still as text; read in keyset batches on the
+    id, so memory does not grow with the range."""
+    fields = (
+        RouterDecision.id,
+        RouterDecision.event_id,
+        RouterDecision.subject_id,
+        RouterDecision.outcome,
+        RouterDecision.evaluated_at,
+        RouterDecision.gates,
+        RouterDecision.envelope,
+        RouterDecision.facts,
+        RouterDecision.policy,
+    )
+    # Raw column values: the caller parses the JSON it needs (a decision without facts needs none of it).
+    columns = ", ".join(f'"{f.column_name}"' for f in fields)
+    conditions = ['"outcome" <> ?', '"id" > ?']
+    params: list[Any] = ["rejected"]
+    if since is not None:
+        conditions.append('"evaluated_at" >= ?')
+    if until is not None:
+        conditions.append('"evaluated_at" < ?')
+    sql = (
+        f'SELECT {columns} FROM "{RouterDecision._meta.table_name}" WHERE {" AND ".join(conditions)} '
+        f'ORDER BY "id" LIMIT {int(batch)}'
+    )
+    key = ("for_backtest", since is not None, until is not None, batch)
+    convert = RouterDecision.evaluated_at.python_value
+    after = 0
+    while True:
+        values = [*params, after]
+        if since is not None:
+            values.append(RouterDecision.evaluated_at.db_value(since))
+        if until is not None:
+            values.append(RouterDecision.evaluated_at.db_value(until))
+        found = statements.all_rows(key, sql, values)
+        for row in found:
+            yield (*row[:4], convert(row[4]), *row[5:])
+        if len(found) < batch:
+            return
+        after = found[-1][0]

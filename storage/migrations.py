@@ -52,10 +52,13 @@ from datetime import UTC, datetime
 from importlib import resources
 
 from peewee import (
+    BigAutoField,
     BooleanField,
     CharField,
+    CompositeKey,
     Database,
     DoubleField,
+    ForeignKeyField,
     IntegerField,
     Model,
     PostgresqlDatabase,
@@ -168,10 +171,59 @@ def _accounts_and_attribution(migrator: SchemaMigrator) -> None:
     )
 
 
+def _decision_evidence(migrator: SchemaMigrator) -> None:
+    """What each decision's gates read and applied, and the scorecard kept as decisions and signals arrive."""
+
+    class RouterDecision(Model):  # only what the foreign key refers to
+        id = BigAutoField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "router_decision"
+
+    class ScorecardEntry(Model):  # the tables as version 4 makes them
+        decision = ForeignKeyField(RouterDecision, column_name="decision_id", primary_key=True, on_delete="CASCADE")
+        subject_id = CharField(max_length=128)
+        role = CharField(max_length=16)
+        outcome = CharField(max_length=16)
+        failed_gates = CharField(max_length=128)
+        evaluated_at = models.UTCDateTimeField()
+        taken_up_at = models.UTCDateTimeField(null=True)
+
+        class Meta:
+            database = migrator.database
+            table_name = "scorecard_entry"
+            legacy_table_names = False  # index names as the models make them
+            indexes = (
+                (("subject_id", "role", "taken_up_at"), False),
+                (("evaluated_at",), False),
+            )
+
+    class ScorecardDay(Model):
+        window_seconds = IntegerField()
+        day = CharField(max_length=10)
+        key = CharField(max_length=48)
+        count = IntegerField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "scorecard_day"
+            legacy_table_names = False
+            primary_key = CompositeKey("window_seconds", "day", "key")
+
+    apply_operations(
+        migrator.add_column("router_decision", "policy", TextField(null=True)),
+        migrator.add_column("router_decision", "facts", TextField(null=True)),
+    )
+    ScorecardEntry.create_table(safe=False)
+    ScorecardDay.create_table(safe=False)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
     (3, "people's accounts; who changed initiatives and the wallet", _accounts_and_attribution),
+    (4, "each decision's policy and facts; the router's scorecard", _decision_evidence),
 ]
 
 

@@ -10,6 +10,7 @@ from peewee import (
     BigAutoField,
     BooleanField,
     CharField,
+    CompositeKey,
     DateTimeField,
     DoubleField,
     ForeignKeyField,
@@ -245,6 +246,10 @@ class RouterDecision(BaseModel):
     gates = JSONTextField()
     envelope = JSONTextField(null=True)
     errors = JSONTextField(null=True)
+    # What the gates applied and read (`domain/router/gates.Policy.as_dict`, `board_view.Facts.as_dict`); None
+    # on a rejected envelope and on decisions recorded before schema version 4 (not replayable).
+    policy = JSONTextField(null=True)
+    facts = JSONTextField(null=True)
 
     class Meta:
         indexes = (
@@ -263,6 +268,38 @@ class AcceptedEvent(BaseModel):
     event_id = CharField(primary_key=True, max_length=200)
     decision = ForeignKeyField(RouterDecision, column_name="decision_id", on_delete="CASCADE")
     received_at = UTCDateTimeField()
+
+
+class ScorecardEntry(BaseModel):
+    """A decision the scorecard judges (a matched rule about a ticket, dispatched or blocked), kept as it is
+    recorded, and when the team first took that work up after it (`domain/router/scorecard.py`)."""
+
+    decision = ForeignKeyField(RouterDecision, column_name="decision_id", primary_key=True, on_delete="CASCADE")
+    subject_id = CharField(max_length=128)
+    role = CharField(max_length=16)
+    outcome = CharField(max_length=16)
+    failed_gates = CharField(max_length=128)  # the gates that failed, comma-separated, in the contract's order
+    evaluated_at = UTCDateTimeField()
+    taken_up_at = UTCDateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("subject_id", "role", "taken_up_at"), False),
+            (("evaluated_at",), False),
+        )
+
+
+class ScorecardDay(BaseModel):
+    """The scorecard's counts of one settled day (every window closed), per window length: counted once, then
+    read instead of the day's entries."""
+
+    window_seconds = IntegerField()
+    day = CharField(max_length=10)  # YYYY-MM-DD, UTC
+    key = CharField(max_length=48)  # "rule:coder:confirmed", "gate:fleet:held", ...
+    count = IntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("window_seconds", "day", "key")
 
 
 class JobState(BaseModel):
@@ -304,4 +341,6 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     AcceptedEvent,
     JobState,
     Account,
+    ScorecardEntry,
+    ScorecardDay,
 )

@@ -8,6 +8,8 @@ from storage.db import transaction
 # Children before parents, so foreign keys never stop a delete. The schema version and the wallet's one
 # row stay: the schema is unchanged, and the wallet row is reset rather than removed.
 _EMPTIED = (
+    models.ScorecardDay,
+    models.ScorecardEntry,
     models.AcceptedEvent,
     models.RouterDecision,
     models.StageCount,

@@ -141,3 +141,8 @@ def _with_data(model: type[M], data: dict[str, Any]) -> M:
     instance = model(__no_default__=True)
     instance.__data__ = data
     return instance
+
+
+def all_rows(key: tuple, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Every row of a hand-written query (`?` marks the parameters, already database values), as tuples."""
+    return db.obj.execute_sql(_compose(("all_rows", *key), lambda param: sql.replace("?", param)), params).fetchall()

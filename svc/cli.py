@@ -1,5 +1,5 @@
 """The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops), people's accounts (user),
-validate, replay."""
+validate, replay, backtest."""
 
 from __future__ import annotations
 
@@ -412,6 +412,26 @@ def replay(args: argparse.Namespace) -> int:
     )
 
 
+@command("backtest")
+def backtest(args: argparse.Namespace) -> int:
+    """Recorded decisions under a candidate policy, against the board as it was then; which flip and why."""
+    from svc import backtest_command
+
+    return backtest_command.run(
+        load_config(),
+        since=args.since,
+        until=args.until,
+        policy_file=args.policy,
+        allowlist=args.allowlist,
+        retry_budget=args.retry_budget,
+        fleet_size=args.fleet_size,
+        max_flips=args.max_flips,
+        output=args.format,
+        out=sys.stdout,
+        err=sys.stderr,
+    )
+
+
 def _describe_db(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -511,6 +531,21 @@ def build_parser() -> argparse.ArgumentParser:
     again.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
     again.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
     again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
+    trial = sub.add_parser(
+        "backtest",
+        help="re-evaluate the recorded decisions under a candidate policy, against the board as it was when each "
+        "was taken, and say which flip and because of which gate (writes nothing)",
+    )
+    trial.add_argument("--since", metavar="ISO", help="decisions evaluated at or after, e.g. 2026-11-01T00:00:00Z")
+    trial.add_argument("--until", metavar="ISO", help="decisions evaluated before")
+    trial.add_argument(
+        "--policy", metavar="FILE", help="a JSON policy (contracts/router-policy.json): any of the knobs to change"
+    )
+    trial.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
+    trial.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
+    trial.add_argument("--fleet-size", type=int, metavar="N", help="tickets that may hold a slot in execute or ci")
+    trial.add_argument("--max-flips", type=int, metavar="N", help="exit 1 when more than N decisions flip (for CI)")
+    trial.add_argument("--format", choices=("text", "json"), default="text", help="text for people (default), json")
     return parser
 
 

@@ -1,13 +1,17 @@
-"""What the gates may know about the board, from the live database or from a snapshot held in memory.
+"""What the gates may know about the board, from the live database, a snapshot held in memory, or the facts a
+decision recorded.
 
 The gates read the board only through `BoardView`, so the live router (inside the unit of work that records
-the decision) and `svc replay` (offline, against a snapshot) run the very same gate functions.
+the decision), `svc replay` (offline, against a snapshot) and `svc backtest` (each recorded decision against the
+board as it was then, `RecordedBoardView`) run the very same gate functions. The live router reads through a
+`RecordingBoardView`, which keeps what the gates read as the decision's `facts`.
 """
 
 from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -39,6 +43,117 @@ class BoardView(Protocol):
         ...
 
     def fixer_dispatches(self, key: str, since: datetime) -> int: ...
+
+
+@dataclass(slots=True)
+class Facts:
+    """Exactly what the gates read from the board for one decision; None where no gate read it (a subject that
+    is not a ticket has no stage; `fixer_dispatches` is counted only for an event a fixer rule matched)."""
+
+    ticket_stage: str | None = None
+    ticket_initiative_id: str | None = None
+    initiative_stage: str | None = None
+    wallet_locked: bool = False
+    slots_held_by_others: int = 0
+    fixer_dispatches: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ticket_stage": self.ticket_stage,
+            "ticket_initiative_id": self.ticket_initiative_id,
+            "initiative_stage": self.initiative_stage,
+            "wallet_locked": self.wallet_locked,
+            "slots_held_by_others": self.slots_held_by_others,
+            "fixer_dispatches": self.fixer_dispatches,
+        }
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Facts:
+        return cls(
+            ticket_stage=document.get("ticket_stage"),
+            ticket_initiative_id=document.get("ticket_initiative_id"),
+            initiative_stage=document.get("initiative_stage"),
+            wallet_locked=bool(document.get("wallet_locked", False)),
+            slots_held_by_others=int(document.get("slots_held_by_others", 0)),
+            fixer_dispatches=document.get("fixer_dispatches"),
+        )
+
+
+class RecordingBoardView:
+    """Another view, read through, keeping what was read as `facts` (one decision: make one per evaluation)."""
+
+    __slots__ = ("inner", "facts")
+
+    def __init__(self, inner: BoardView):
+        self.inner = inner
+        self.facts = Facts()
+
+    def ticket(self, key: str) -> TicketState | None:
+        state = self.inner.ticket(key)
+        if state is not None:
+            self.facts.ticket_stage = state.stage
+            self.facts.ticket_initiative_id = state.initiative_id
+        return state
+
+    def initiative_stage(self, initiative_id: str) -> str | None:
+        stage = self.inner.initiative_stage(initiative_id)
+        self.facts.initiative_stage = stage
+        return stage
+
+    def wallet_locked(self) -> bool:
+        locked = self.inner.wallet_locked()
+        self.facts.wallet_locked = locked
+        return locked
+
+    def slots_held_by_others(self, key: str | None) -> int:
+        held = self.inner.slots_held_by_others(key)
+        self.facts.slots_held_by_others = held
+        return held
+
+    def fixer_dispatches(self, key: str, since: datetime) -> int:
+        used = self.inner.fixer_dispatches(key, since)
+        self.facts.fixer_dispatches = used
+        return used
+
+
+class RecordedBoardView:
+    """The board as one recorded decision saw it (its `facts`), for re-evaluating that decision.
+
+    `more_fixer_dispatches(key, since)` corrects the recorded count of fixer dispatches by what a candidate
+    policy did differently earlier in the same backtest (zero under the recorded policy), so the retry budget
+    counts the candidate's own would-be dispatches, as `svc replay` does.
+    """
+
+    __slots__ = ("facts", "key", "more_fixer_dispatches")
+
+    def __init__(
+        self,
+        facts: Facts,
+        key: str | None,
+        more_fixer_dispatches: Callable[[str, datetime], int] | None = None,
+    ):
+        self.facts = facts
+        self.key = key
+        self.more_fixer_dispatches = more_fixer_dispatches
+
+    def ticket(self, key: str) -> TicketState | None:
+        if self.facts.ticket_stage is None:
+            return None
+        return TicketState(key, self.facts.ticket_stage, self.facts.ticket_initiative_id)
+
+    def initiative_stage(self, initiative_id: str) -> str | None:
+        return self.facts.initiative_stage
+
+    def wallet_locked(self) -> bool:
+        return self.facts.wallet_locked
+
+    def slots_held_by_others(self, key: str | None) -> int:
+        return self.facts.slots_held_by_others
+
+    def fixer_dispatches(self, key: str, since: datetime) -> int:
+        recorded = self.facts.fixer_dispatches or 0
+        more = self.more_fixer_dispatches(key, since) if self.more_fixer_dispatches is not None else 0
+        return max(0, recorded + more)
 
 
 class LiveBoardView:

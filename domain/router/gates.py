@@ -14,8 +14,11 @@ with its reason, not only the first that fails: a decision says everything that 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import cached_property
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +33,8 @@ FLEET_SIZE = 1
 
 @dataclass(frozen=True)
 class Policy:
-    """The knobs of the gates; `svc replay` can change them to compare a policy on recorded history."""
+    """The knobs of the gates. Every decision records the policy it was taken under (`as_dict`, with its
+    `version`); `svc replay` and `svc backtest` change them to try a candidate policy on recorded history."""
 
     allowlist: frozenset[str]
     retry_budget: int = 2
@@ -39,6 +43,44 @@ class Policy:
     @classmethod
     def from_config(cls, config: Config) -> Policy:
         return cls(allowlist=config.router_allowlist, retry_budget=config.retry_budget_per_day)
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Policy:
+        """A recorded policy (`as_dict`'s shape; the version is derived, never trusted)."""
+        return cls(
+            allowlist=frozenset(document["allowlist"]),
+            retry_budget=int(document["retry_budget"]),
+            fleet_size=int(document["fleet_size"]),
+        )
+
+    def changed(
+        self,
+        *,
+        allowlist: Iterable[str] | None = None,
+        retry_budget: int | None = None,
+        fleet_size: int | None = None,
+    ) -> Policy:
+        """This policy with the knobs given (not None) replaced: a candidate for a backtest."""
+        knobs: dict[str, Any] = {}
+        if allowlist is not None:
+            knobs["allowlist"] = frozenset(allowlist)
+        if retry_budget is not None:
+            knobs["retry_budget"] = retry_budget
+        if fleet_size is not None:
+            knobs["fleet_size"] = fleet_size
+        return replace(self, **knobs)
+
+    def knobs(self) -> dict[str, Any]:
+        return {"allowlist": sorted(self.allowlist), "retry_budget": self.retry_budget, "fleet_size": self.fleet_size}
+
+    @cached_property
+    def version(self) -> str:
+        """A short hash of the canonical knobs: two decisions taken under the same policy carry the same version."""
+        canonical = json.dumps(self.knobs(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"version": self.version, **self.knobs()}
 
 
 @dataclass(slots=True)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from contracts.envelope import envelope_violations
 from domain import units
 from domain.clock import Clock
 from domain.config import Config
-from domain.router import deliveries
-from domain.router.board_view import LiveBoardView, TicketState
+from domain.router import deliveries, scorecard
+from domain.router.backtest import Report, backtest
+from domain.router.board_view import LiveBoardView, RecordingBoardView, TicketState
 from domain.router.evaluation import REJECTED, evaluate
 from domain.router.gates import Policy
 from domain.router.senders.payloads import Unmappable
@@ -72,6 +73,7 @@ class ShadowRouter:
         self.config = config
         self.clock = clock
         self.policy = policy or Policy.from_config(config)
+        self.recorded_policy = self.policy.as_dict()
         self.view = LiveBoardView()
         self.known_keys = KnownTicketKeys(config.ticket_prefixes)
 
@@ -136,7 +138,11 @@ class ShadowRouter:
         if earlier is not None:
             # The event's own id, as first recorded: a replay under another delivery id answers with it.
             return Receipt(DUPLICATE, earlier.event_id, earlier)
-        result = evaluate(document, self.view, self.policy, now=now)
+        taken_up = scorecard.roles_taken_up_by(document)
+        if taken_up:
+            scorecard.record_signal(document["subject"]["id"], taken_up, at=now)
+        view = RecordingBoardView(self.view)
+        result = evaluate(document, view, self.policy, now=now)
         row = decisions.record(
             event_id=event_id,
             evaluated_at=now,
@@ -149,12 +155,47 @@ class ShadowRouter:
             gates=result.gates,
             envelope=document,
             errors=None,
+            policy=self.recorded_policy,
+            facts=view.facts.as_dict(),
+        )
+        scorecard.record_decision(
+            decision_id=row.id,
+            subject_id=row.subject_id if document["subject"]["type"] == "ticket" else None,
+            role=result.role,
+            outcome=result.outcome,
+            gates=result.gates,
+            at=now,
         )
         # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
         decisions.accept(same_event, row, at=now, alias=event_id)
         return Receipt(ACCEPTED, event_id, row)
 
     # -- reading -----------------------------------------------------------------------------------------
+
+    def backtest(
+        self,
+        knobs: dict[str, Any],
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        list_at_most: int | None = None,
+    ) -> Report:
+        """Every recorded decision in the range under today's policy with `knobs` changed; writes nothing."""
+        candidate = self.policy.changed(**knobs)
+        return backtest(candidate, since=since, until=until, list_at_most=list_at_most)
+
+    def scorecard(
+        self, *, since: datetime | None = None, until: datetime | None = None, window_seconds: int = 86400
+    ) -> scorecard.Scorecard:
+        """Agreement of the recorded decisions with what the team then did (`domain/router/scorecard.py`)."""
+        return scorecard.scorecard(now=self.clock(), since=since, until=until, window=timedelta(seconds=window_seconds))
+
+    def decisions_behind(
+        self, key: str, *, since: datetime | None, until: datetime | None, window_seconds: int
+    ) -> list[int]:
+        return scorecard.decisions_behind(
+            key, now=self.clock(), since=since, until=until, window=timedelta(seconds=window_seconds)
+        )
 
     def decisions(
         self,

@@ -1,0 +1,101 @@
+"""Is the router right? `POST router/backtest` (what a candidate policy would change in the recorded decisions)
+and `GET router/scorecard` (the decisions against what the team then did). Both only read: a viewer may use them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import falcon
+
+from api import params
+from api.operations import Operation, Param
+from domain.errors import InvalidQuery
+from domain.router.shadow import ShadowRouter
+
+# The most flips one answer lists (oldest first); `flipped` always counts them all. `svc backtest` lists all.
+FLIPS_LISTED = 500
+WINDOW_SECONDS = (60, 30 * 86400)
+
+
+def _timestamp(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class Backtest:
+    operations = {
+        "POST": Operation(
+            "Re-evaluate every recorded decision in the range under a candidate policy, against the board as it "
+            "was when each was taken; say which flip and because of which gate. Writes nothing: a viewer may run "
+            f"it. The list of flips holds the first {FLIPS_LISTED} (oldest first); `flipped` counts them all",
+            request="router-backtest-request.json",
+            responses={200: "router-backtest-report.json"},
+            changes_nothing=True,
+            tags=("router",),
+        ),
+    }
+
+    def __init__(self, router: ShadowRouter):
+        self.router = router
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = req.context.body
+        report = self.router.backtest(
+            body.get("policy", {}),
+            since=_timestamp(body.get("since")),
+            until=_timestamp(body.get("until")),
+            list_at_most=FLIPS_LISTED,
+        )
+        resp.media = report.as_dict()
+
+
+class Scorecard:
+    operations = {
+        "GET": Operation(
+            "Would the router have been right? Per rule and per gate, its recorded decisions against what the team "
+            "then did within the window: confirmed, not taken up, held, overridden, pending, and the agreement",
+            responses={200: "router-scorecard.json"},
+            params=(
+                Param("since", {"type": "string", "format": "date-time"}, "Decisions evaluated at or after."),
+                Param("until", {"type": "string", "format": "date-time"}, "Decisions evaluated before (default now)."),
+                Param(
+                    "window_seconds",
+                    {"type": "integer", "minimum": WINDOW_SECONDS[0], "maximum": WINDOW_SECONDS[1], "default": 86400},
+                    "How long after a decision the team's taking up the work counts (a minute to 30 days).",
+                ),
+            ),
+            tags=("router",),
+        ),
+    }
+
+    def __init__(self, router: ShadowRouter):
+        self.router = router
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        card = self.router.scorecard(
+            since=params.timestamp(req, "since"),
+            until=params.timestamp(req, "until"),
+            window_seconds=window_seconds(req),
+        )
+        resp.media = card.as_dict()
+
+
+def window_seconds(req: falcon.Request) -> int:
+    raw = req.get_param("window_seconds")
+    if raw is None or raw == "":
+        return 86400
+    low, high = WINDOW_SECONDS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidQuery("window_seconds", f"expected a whole number of seconds from {low} to {high}") from None
+    if not low <= value <= high:
+        raise InvalidQuery("window_seconds", f"expected a whole number of seconds from {low} to {high}, got {value}")
+    return value
+
+
+def routes(services) -> list[tuple[str, object]]:
+    return [
+        ("/api/v1/router/backtest", Backtest(services.router)),
+        ("/api/v1/router/scorecard", Scorecard(services.router)),
+    ]

@@ -1,0 +1,102 @@
+"""The router's scorecard rows (`domain/router/scorecard.py` judges them): one entry per decision it judges, when
+the team first took that work up, and the counts of settled days."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from storage import statements
+from storage.models import ScorecardDay, ScorecardEntry
+
+_ENTRY = ScorecardEntry._meta.table_name
+_DAY = ScorecardDay._meta.table_name
+_AT = ScorecardEntry.evaluated_at.db_value
+
+
+def enter(*, decision_id: int, subject_id: str, role: str, outcome: str, failed_gates: str, at: datetime) -> None:
+    statements.execute(
+        ("scorecard_enter",),
+        f'INSERT INTO "{_ENTRY}" ("decision_id", "subject_id", "role", "outcome", "failed_gates", "evaluated_at") '
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [decision_id, subject_id, role, outcome, failed_gates, _AT(at)],
+    )
+
+
+def take_up(subject_id: str, role: str, *, at: datetime, not_before: datetime) -> int:
+    """The team took up `role` work on `subject_id` at `at`: the entries still waiting for that, evaluated
+    since `not_before`, keep `at` as when it happened (only the first time counts)."""
+    return statements.execute(
+        ("scorecard_take_up",),
+        f'UPDATE "{_ENTRY}" SET "taken_up_at" = ? WHERE "subject_id" = ? AND "role" = ? AND "taken_up_at" IS NULL '
+        'AND "evaluated_at" <= ? AND "evaluated_at" >= ?',
+        [_AT(at), subject_id, role, _AT(at), _AT(not_before)],
+    )
+
+
+def first_at() -> datetime | None:
+    value = ScorecardEntry.select(ScorecardEntry.evaluated_at).order_by(ScorecardEntry.evaluated_at).limit(1).scalar()
+    return ScorecardEntry.evaluated_at.python_value(value) if value is not None else None
+
+
+def entries(since: datetime, until: datetime, *, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
+    """(decision_id, role, outcome, failed_gates, evaluated_at, taken_up_at) of every entry evaluated in
+    [since, until), oldest first, read in batches (memory does not grow with the range)."""
+    convert = ScorecardEntry.evaluated_at.python_value
+    after = (_AT(since), -1)
+    while True:
+        query = (
+            ScorecardEntry.select(
+                ScorecardEntry.decision,
+                ScorecardEntry.role,
+                ScorecardEntry.outcome,
+                ScorecardEntry.failed_gates,
+                ScorecardEntry.evaluated_at,
+                ScorecardEntry.taken_up_at,
+            )
+            .where(
+                (ScorecardEntry.evaluated_at < until)
+                & (
+                    (ScorecardEntry.evaluated_at > after[0])
+                    | ((ScorecardEntry.evaluated_at == after[0]) & (ScorecardEntry.decision > after[1]))
+                )
+            )
+            .order_by(ScorecardEntry.evaluated_at, ScorecardEntry.decision)
+            .limit(batch)
+            .tuples()
+        )
+        rows = list(query)
+        for decision_id, role, outcome, failed, evaluated, taken in rows:
+            yield decision_id, role, outcome, failed, convert(evaluated), convert(taken)
+        if len(rows) < batch:
+            return
+        last = rows[-1]
+        after = (last[4], last[0])
+
+
+def days(window_seconds: int, first: str, last: str) -> dict[str, dict[str, int]]:
+    """The counted days from `first` to `last` (inclusive, YYYY-MM-DD) for this window: day -> key -> count."""
+    found: dict[str, dict[str, int]] = {}
+    query = (
+        ScorecardDay.select(ScorecardDay.day, ScorecardDay.key, ScorecardDay.count)
+        .where(
+            (ScorecardDay.window_seconds == window_seconds) & (ScorecardDay.day >= first) & (ScorecardDay.day <= last)
+        )
+        .tuples()
+    )
+    for day, key, count in query:
+        found.setdefault(day, {})[key] = count
+    return found
+
+
+def keep_days(window_seconds: int, counted: dict[str, dict[str, int]]) -> None:
+    """Keep the counts of settled days (a day with no entries keeps one zero row, so it is not counted again).
+    A concurrent request that counted the same day first wins; its counts are the same."""
+    rows = [
+        {"window_seconds": window_seconds, "day": day, "key": key, "count": count}
+        for day, counts in counted.items()
+        for key, count in counts.items()
+    ]
+    for start in range(0, len(rows), 500):
+        ScorecardDay.insert_many(rows[start : start + 500]).on_conflict_ignore().execute()

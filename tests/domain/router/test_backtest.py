@@ -1,0 +1,226 @@
+"""What would this policy change do? Each decision records its policy and facts; `svc backtest` and
+`POST /api/v1/router/backtest` re-evaluate them under a candidate against the board as it was then."""
+
+import json
+
+import pytest
+
+from svc.cli import main
+
+from events_kit import ALLOWLIST, seed_board
+from router_kit import envelope
+from testclient import ApiClient
+
+STRANGER = "github:bob"
+
+
+@pytest.fixture
+def api(app_factory, config_factory):
+    from conftest import BASIC, CI_SECRET
+
+    return ApiClient(app_factory(config_factory(router_allowlist=ALLOWLIST)), basic=BASIC, ci_secret=CI_SECRET)
+
+
+def route(api, document) -> dict:
+    answer = api.post("/api/v1/events", json=document, auth="ci")
+    assert answer.status_code == 202, answer.text
+    return answer.json["decision"]
+
+
+def backtest(api, **body) -> dict:
+    answer = api.post("/api/v1/router/backtest", json=body)
+    assert answer.status_code == 200, answer.text
+    return answer.json
+
+
+def test_a_decision_records_the_policy_it_applied_and_the_facts_its_gates_read(api):
+    seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "execute"})
+    api.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-2"})
+    decision = route(api, envelope("state_changed", "PORT-1"))
+    policy = decision["policy"]
+    assert policy["allowlist"] == sorted(ALLOWLIST)
+    assert (policy["retry_budget"], policy["fleet_size"]) == (2, 1)
+    assert len(policy["version"]) == 12
+    assert decision["facts"] == {
+        "ticket_stage": "queued",
+        "ticket_initiative_id": "portfolio",
+        "initiative_stage": "active",
+        "wallet_locked": False,
+        "slots_held_by_others": 1,
+        "fixer_dispatches": None,  # no fixer rule matched: the retry budget counted nothing
+    }
+    assert decision["outcome"] == "blocked"  # PORT-2 holds the one slot of the fleet
+    listed = api.get("/api/v1/router/decisions").json["decisions"][0]
+    assert (listed["policy"], listed["facts"]) == (policy, decision["facts"])
+    fixer = route(api, envelope("pipeline_failed", "PORT-2", actor="gitlab:gitlab-ci"))
+    assert fixer["facts"]["fixer_dispatches"] == 0 and fixer["policy"]["version"] == policy["version"]
+
+
+def test_the_recorded_policy_flips_nothing_and_an_allowlist_change_flips_what_it_should(api):
+    seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "queued"})
+    blocked = route(api, envelope("state_changed", "PORT-1", actor=STRANGER))
+    dispatched = route(api, envelope("state_changed", "PORT-2"))
+    assert (blocked["outcome"], dispatched["outcome"]) == ("blocked", "would_dispatch")
+
+    same = backtest(api)
+    assert (same["evaluated"], same["unchanged"], same["flipped"], same["flips"]) == (2, 2, 0, [])
+    assert same["policy"]["version"] == blocked["policy"]["version"]
+
+    report = backtest(api, policy={"allowlist": sorted(ALLOWLIST | {STRANGER})})
+    assert report["flipped"] == 1 and report["flips_by_gate"]["authorization"] == 1
+    assert report["flips"] == [
+        {
+            "decision_id": blocked["id"],
+            "event_id": blocked["event_id"],
+            "subject_id": "PORT-1",
+            "recorded": "blocked",
+            "candidate": "would_dispatch",
+            "gates": ["authorization"],
+        }
+    ]
+    assert report["policy"]["version"] != same["policy"]["version"]
+    # Nothing was written: the decisions are as they were, and none more.
+    assert len(api.get("/api/v1/router/decisions").json["decisions"]) == 2
+
+
+def test_the_retry_budget_counts_the_candidates_own_fixer_dispatches(api, clock):
+    seed_board(api, tickets={"PORT-1": "ci"})
+    outcomes = []
+    for _ in range(3):
+        outcomes.append(route(api, envelope("pipeline_failed", "PORT-1", actor="gitlab:gitlab-ci"))["outcome"])
+        clock.advance(minutes=10)
+    assert outcomes == ["would_dispatch", "would_dispatch", "blocked"]
+
+    more = backtest(api, policy={"retry_budget": 3})
+    assert [(f["recorded"], f["candidate"], f["gates"]) for f in more["flips"]] == [
+        ("blocked", "would_dispatch", ["retry_budget"])
+    ]
+    # With a budget of one, the second is blocked; the third stays blocked, counting the candidate's one
+    # dispatch (not the two recorded), so it does not flip.
+    fewer = backtest(api, policy={"retry_budget": 1})
+    assert [(f["recorded"], f["candidate"]) for f in fewer["flips"]] == [("would_dispatch", "blocked")]
+    assert fewer["unchanged"] == 2
+    # A new day: the budget counts only the last day.
+    clock.advance(days=1)
+    assert route(api, envelope("pipeline_failed", "PORT-1", actor="gitlab:gitlab-ci"))["outcome"] == "would_dispatch"
+    assert backtest(api)["flipped"] == 0
+
+
+def test_a_larger_fleet_flips_the_decisions_the_fleet_gate_blocked(api):
+    seed_board(api, tickets={"PORT-1": "execute", "PORT-2": "queued"})
+    api.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-1"})
+    assert route(api, envelope("state_changed", "PORT-2"))["outcome"] == "blocked"
+    report = backtest(api, policy={"fleet_size": 2})
+    assert report["flips_by_gate"] == {
+        "authorization": 0,
+        "agreement": 0,
+        "budget": 0,
+        "fleet": 1,
+        "human_gate": 0,
+        "retry_budget": 0,
+    }
+
+
+def test_decisions_recorded_without_facts_are_not_replayable_and_never_guessed(api, db_session):
+    from storage.models import RouterDecision
+
+    seed_board(api, tickets={"PORT-1": "queued"})
+    route(api, envelope("state_changed", "PORT-1", actor=STRANGER))
+    route(api, envelope("state_changed", "PORT-1"))
+    oldest = RouterDecision.select(RouterDecision.id).order_by(RouterDecision.id).first().id
+    RouterDecision.update(facts=None, policy=None).where(RouterDecision.id == oldest).execute()
+    report = backtest(api, policy={"allowlist": [STRANGER, *ALLOWLIST]})
+    assert (report["evaluated"], report["not_replayable"], report["flipped"], report["unchanged"]) == (2, 1, 0, 1)
+    assert api.get("/api/v1/router/decisions").json["decisions"][1]["facts"] is None
+
+
+def test_the_range_and_the_list_of_flips(api, clock):
+    seed_board(api, tickets={"PORT-1": "queued"})
+    first = clock()
+    for _ in range(3):
+        route(api, envelope("state_changed", "PORT-1", actor=STRANGER))
+        clock.advance(hours=1)
+    candidate = {"allowlist": [STRANGER]}
+    assert backtest(api, policy=candidate)["flipped"] == 3
+    since = (first.replace(microsecond=0)).isoformat().replace("+00:00", "Z")
+    later = backtest(api, policy=candidate, since=since.replace("T10:", "T11:"))
+    assert (later["evaluated"], later["flipped"]) == (2, 2)
+    window = backtest(api, policy=candidate, since=since, until=since.replace("T10:", "T11:"))
+    assert window["evaluated"] == 1
+
+
+def test_bad_input_to_a_backtest_is_a_problem_naming_it(api):
+    bad = api.post("/api/v1/router/backtest", json={"policy": {"fleet_size": 0}})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+    unknown = api.post("/api/v1/router/backtest", json={"policy": {"gates": []}})
+    assert unknown.status_code == 422
+    assert api.post("/api/v1/router/backtest", json={"since": "yesterday"}).status_code == 422
+
+
+def test_the_scorecard_and_backtest_are_in_the_openapi_document(api):
+    paths = api.get("/api/v1/openapi.json").json["paths"]
+    assert paths["/api/v1/router/backtest"]["post"]["x-svc-changes-nothing"] is True
+    assert "200" in paths["/api/v1/router/scorecard"]["get"]["responses"]
+
+
+# -- svc backtest --------------------------------------------------------------------------------------------
+
+
+def cli(capsys, monkeypatch, config, *args):
+    monkeypatch.setenv("DATABASE_URL", config.database_url)
+    monkeypatch.setenv("SVC_DATA_DIR", str(config.data_dir))
+    monkeypatch.setenv("SVC_ROUTER_ALLOWLIST", ",".join(sorted(ALLOWLIST)))
+    code = main(["backtest", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def history(api):
+    seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "queued"})
+    route(api, envelope("state_changed", "PORT-1", actor=STRANGER))
+    route(api, envelope("state_changed", "PORT-2", actor=STRANGER))
+    route(api, envelope("state_changed", "PORT-2"))
+
+
+def test_svc_backtest_prints_a_report_for_people_and_one_for_ci(history, config, capsys, monkeypatch):
+    code, out, _ = cli(capsys, monkeypatch, config, "--allowlist", f"{STRANGER},{','.join(ALLOWLIST)}")
+    assert code == 0
+    assert "3 decisions evaluated: 1 unchanged, 2 flipped, 0 not replayable" in out
+    assert "flips by gate: authorization 2" in out
+    assert out.count("blocked -> would_dispatch because of authorization") == 2
+
+    code, out, _ = cli(capsys, monkeypatch, config, "--format", "json", "--allowlist", STRANGER)
+    report = json.loads(out)
+    assert code == 0 and report["flipped"] == 3 and report["flips_listed"] == 3
+    assert {f["candidate"] for f in report["flips"]} == {"would_dispatch", "blocked"}
+
+
+def test_svc_backtest_fails_ci_when_more_than_max_flips_flip(history, config, capsys, monkeypatch, tmp_path):
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"allowlist": [STRANGER, *ALLOWLIST]}))
+    code, _, err = cli(capsys, monkeypatch, config, "--policy", str(policy), "--max-flips", "1")
+    assert code == 1 and "2 decisions flip, more than --max-flips 1" in err, err
+    assert cli(capsys, monkeypatch, config, "--policy", str(policy), "--max-flips", "2")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--since", "yesterday"], "--since: expected an ISO 8601 time"),
+        (["--until", "2026-11-01T00:00:00"], "--until: give the zone too"),
+        (["--retry-budget", "-1"], "--retry-budget: expected a whole number"),
+        (["--policy", "/nonexistent/policy.json"], "cannot read the policy file"),
+    ],
+)
+def test_svc_backtest_refuses_bad_input_with_one_line(config, capsys, monkeypatch, args, says):
+    code, out, err = cli(capsys, monkeypatch, config, *args)
+    assert code == 2 and out == ""
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_svc_backtest_names_what_is_wrong_in_a_policy_file(config, capsys, monkeypatch, tmp_path):
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"retry_budget": "three"}))
+    code, _, err = cli(capsys, monkeypatch, config, "--policy", str(policy))
+    assert code == 2 and f"{policy}: /retry_budget:" in err

@@ -1,0 +1,59 @@
+"""Envelopes made to order for the router's evidence tests (backtest, scorecard): one kind, one ticket, one actor."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+_ids = itertools.count(1)
+
+SOURCE_OF = {
+    "state_changed": "tracker",
+    "opened": "forge",
+    "synchronized": "forge",
+    "pipeline_started": "ci",
+    "pipeline_failed": "ci",
+    "pipeline_passed": "ci",
+    "needs_you": "svc",
+}
+
+
+def envelope(
+    kind: str,
+    key: str,
+    *,
+    actor: str = "linear:6d3a8c8e-3b1f-4b9e-a2c4-9f7d1e2b3c4d",
+    to: str | None = None,
+    initiative: str | None = "portfolio",
+    event_id: str | None = None,
+) -> dict[str, Any]:
+    """A valid svc.normalized-event/v0 envelope. `state_changed` to `execute` matches the coder rule and
+    `pipeline_failed` the fixer rule."""
+    transition: dict[str, Any] = {"kind": kind}
+    if kind == "state_changed":
+        transition.update({"from": "queued", "to": to or "execute"})
+    elif kind == "needs_you":
+        transition.update({"from": "execute", "to": to or "human_test"})
+    subject: dict[str, Any] = {"type": "ticket", "id": key}
+    if initiative:
+        subject["initiative_id"] = initiative
+    document = {
+        "schema": "svc.normalized-event/v0",
+        "id": event_id or f"test:{next(_ids)}",
+        "occurred_at": "2026-11-20T10:00:00Z",
+        "source": SOURCE_OF.get(kind, "svc"),
+        "transition": transition,
+        "subject": subject,
+        "actor": {"kind": "human" if kind == "state_changed" else "system", "id": actor, "roles": []},
+        "dispatch_hints": {
+            "eligible_for_worker": kind in ("state_changed", "pipeline_failed"),
+            "blocked_reason": None,
+            "suggested_role": None,
+        },
+    }
+    if SOURCE_OF.get(kind) in ("forge", "ci"):
+        document["forge"] = {"pr_number": 7, "branch": f"{key.lower()}-work"}
+        if kind.startswith("pipeline_"):
+            status = {"pipeline_started": "running", "pipeline_failed": "failure", "pipeline_passed": "success"}[kind]
+            document["forge"].update({"pipeline_id": 8201, "pipeline_status": status})
+    return document
