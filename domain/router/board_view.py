@@ -82,7 +82,7 @@ class Facts:
 class RecordingBoardView:
     """Another view, read through, keeping what was read as `facts` (one decision: make one per evaluation)."""
 
-    __slots__ = ("inner", "facts")
+    __slots__ = ("facts", "inner")
 
     def __init__(self, inner: BoardView):
         self.inner = inner

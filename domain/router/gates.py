@@ -18,8 +18,8 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from domain.config import Config
