@@ -1,4 +1,5 @@
-"""Would the router have been right? Its decisions held against what the team then actually did.
+"""Would the router have been right? Its decisions held against what the team then actually did (the rows are
+in `storage/scorecard.py`).
 
 For a decision about ticket T whose rule matched (role `coder` or `fixer`), the team *took up* that work when,
 after the decision and within the window (default a day):
