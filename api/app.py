@@ -30,6 +30,7 @@ from domain.clock import Clock, system_clock
 from domain.config import Config
 from domain.ops.agents import OpsAgents
 from domain.ops.pulse import heartbeat_age
+from domain.outage import DatabaseOutage
 from domain.router.board_events import queue_for_router
 from domain.router.shadow import ShadowRouter
 from domain.writing import WritingAgent
@@ -67,6 +68,7 @@ class Services:
     writing: WritingAgent | None = None
     ops: OpsAgents | None = None
     metrics: Metrics | None = None
+    outage: DatabaseOutage = field(default_factory=DatabaseOutage)
 
 
 def create_app(
@@ -103,14 +105,14 @@ def create_app(
         middleware=[
             RequestContext(observers=[services.metrics.requests]),
             Guard(authenticator, config.max_body_bytes),
-            DatabaseConnection(),
+            DatabaseConnection(services.outage),
         ],
     )
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.auto_parse_qs_csv = False
     app.resp_options.secure_cookies_by_default = True
     media.register(app)
-    errors.register(app)
+    errors.register(app, services.outage)
 
     for module in ROUTE_MODULES:
         for path, resource in module.routes(services):

@@ -18,6 +18,8 @@ from domain.errors import (
     StaleDelivery,
     TransitionForbidden,
 )
+from domain.outage import RETRY_AFTER_SECONDS, DatabaseOutage
+from storage.db import outage_cause
 from storage.paging import InvalidCursor
 
 log = logging.getLogger("svc.api")
@@ -70,6 +72,7 @@ _FALCON_KINDS = {
     500: "internal",
     503: "unavailable",
 }
+DATABASE_UNAVAILABLE = "database-unavailable"
 
 
 def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
@@ -142,18 +145,33 @@ def _stale_delivery(req, resp, exc: StaleDelivery, params):
     raise Problem(401, "stale-delivery", str(exc))
 
 
-def _unexpected(req, resp, exc: Exception, params):
-    if isinstance(exc, falcon.HTTPError):
-        raise exc
-    log.exception("unhandled error", extra={"request_id": getattr(req.context, "request_id", None)})
-    raise Problem(500, "internal", "the service failed to answer; the error is logged with this request's id")
+def _unexpected(outage: DatabaseOutage):
+    def handle(req, resp, exc: Exception, params):
+        """A database that cannot be reached or cannot take the write is an outage: 503 with `Retry-After`, its
+        first cause logged once per outage (`DatabaseOutage`). Anything else is a bug: 500, logged each time."""
+        if isinstance(exc, falcon.HTTPError):
+            raise exc
+        found = outage_cause(exc)
+        if found is not None:
+            outage.failed(*found)
+            raise Problem(
+                503,
+                DATABASE_UNAVAILABLE,
+                "the database cannot be reached or cannot take a write just now; retry after the Retry-After "
+                "seconds (with the same Idempotency-Key, where the request has one)",
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
+        log.exception("unhandled error", extra={"request_id": getattr(req.context, "request_id", None)})
+        raise Problem(500, "internal", "the service failed to answer; the error is logged with this request's id")
+
+    return handle
 
 
-def register(app: falcon.App) -> None:
+def register(app: falcon.App, outage: DatabaseOutage) -> None:
     """Install the error mapping and the problem+json serializer on `app`."""
     app.set_error_serializer(serialize)
     # Falcon picks the most specific registered handler, so the order here does not matter.
-    app.add_error_handler(Exception, _unexpected)
+    app.add_error_handler(Exception, _unexpected(outage))
     app.add_error_handler(NotFound, _not_found)
     app.add_error_handler(Conflict, _conflict)
     app.add_error_handler(TransitionForbidden, _forbidden_transition)

@@ -15,6 +15,7 @@ from api.auth import Authenticator
 from api.body import read_json, read_raw
 from api.errors import Problem
 from api.operations import BASIC, Operation, changes_something
+from domain.outage import DatabaseOutage
 from storage.db import db
 
 log = logging.getLogger("svc.access")
@@ -87,15 +88,25 @@ class RequestContext:
 
 
 class DatabaseConnection:
-    """At most one connection per request, returned to the pool at the end of it.
+    """At most one connection per request, returned to the pool at the end of it; and the end of an outage seen.
 
     It is taken when the request first touches the database (peewee connects on first use), not up front: on
-    SQLite a write runs on the group-commit thread, so a notify or an event never needs one of its own.
+    SQLite a write runs on the group-commit thread, so a notify or an event never needs one of its own. A request
+    that changed something and succeeded shows the database takes writes again; one that read through a
+    connection of its own shows it can be reached (`DatabaseOutage.recovered`).
     """
 
+    def __init__(self, outage: DatabaseOutage):
+        self.outage = outage
+
     def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
-        if not db.is_closed():
+        connected = not db.is_closed()
+        if connected:
             db.close()
+        if req_succeeded and self.outage.current is not None and resource is not None:
+            wrote = changes_something(req.method)
+            if wrote or connected:
+                self.outage.recovered(wrote=wrote)
 
 
 class Guard:

@@ -198,6 +198,18 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
                     "schema": {"type": "integer", "minimum": 1},
                 }
             }
+        if status == 503 and schema == "problem.json":
+            entry["description"] = (
+                "The database cannot be reached or cannot take the write just now (problem type "
+                "database-unavailable); nothing was recorded: retry after Retry-After, with the same Idempotency-Key"
+            )
+            entry["headers"] = {
+                "Retry-After": {
+                    "required": True,
+                    "description": "Seconds to wait before trying again.",
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            }
         doc["responses"][str(status)] = entry
     return doc
 
@@ -232,7 +244,8 @@ def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
     """The operation's own responses plus the problem answers its declaration implies."""
     implied: dict[int, str] = {}
     if op.auth != PUBLIC:
-        implied.update({401: "problem.json", 429: "problem.json"})
+        # Every operation behind credentials reads or writes the database: an outage answers 503.
+        implied.update({401: "problem.json", 429: "problem.json", 503: "problem.json"})
     if op.auth in {BASIC, CI_OR_BASIC} and changes_something(method):
         # A viewer's account changing something, or a cross-site request riding on a browser's cached credentials.
         implied[403] = "problem.json"

@@ -14,8 +14,9 @@ variables, which everywhere else in the service only `domain/config.py` does:
 | `SVC_BASE_URL`                           | where the service is (default `http://127.0.0.1:8080`)        |
 | `SVC_WRITING_NOTIFY=0`, `WRITING_AUTOMATION=0` | do nothing and exit 0                                   |
 
-Every call has a timeout. Connection errors, timeouts, 429 and 5xx answers are retried a few times, with a
-growing pause (or the answer's `Retry-After`); every try carries the same `Idempotency-Key`, so a report the
+Every call has a timeout. Connection errors, timeouts, 429 and 5xx answers are retried until an overall deadline
+(`DEADLINE`, two minutes): after the pause the answer's `Retry-After` asks for (a database outage answers 503 with
+one), else a growing pause (1, 2, 4 ... 30 s). Every try carries the same `Idempotency-Key`, so a report the
 service recorded before the connection dropped still counts once.
 
 Exit codes: 0 recorded (or the hook is switched off); 1 the service refused the report (wrong secret, invalid
@@ -53,7 +54,8 @@ CONFIG_PATH = "/api/v1/agents/writing/config"
 CI_HEADER = "X-Svc-CI-Secret"
 # (connect, read) seconds for each try.
 TIMEOUT = (5.0, 20.0)
-ATTEMPTS = 4
+ATTEMPTS: int | None = None  # no limit on tries: the deadline bounds them
+DEADLINE = 120.0  # seconds from the first try after which no other is started
 BACKOFF = 1.0  # seconds before the 2nd try; doubled before each later one
 MAX_PAUSE = 30.0
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -126,7 +128,8 @@ def notify(
     items: list[dict[str, Any]] | None = None,
     environ: Mapping[str, str] | None = None,
     idempotency_key: str | None = None,
-    attempts: int = ATTEMPTS,
+    attempts: int | None = ATTEMPTS,
+    deadline: float = DEADLINE,
     backoff: float = BACKOFF,
     timeout: tuple[float, float] = TIMEOUT,
     log: TextIO | None = None,
@@ -160,6 +163,7 @@ def notify(
         body=body,
         headers={"Idempotency-Key": key},
         attempts=attempts,
+        deadline=deadline,
         backoff=backoff,
         timeout=timeout,
         log=log,
@@ -169,7 +173,8 @@ def notify(
 def fetch_config(
     *,
     environ: Mapping[str, str] | None = None,
-    attempts: int = ATTEMPTS,
+    attempts: int | None = ATTEMPTS,
+    deadline: float = DEADLINE,
     backoff: float = BACKOFF,
     timeout: tuple[float, float] = TIMEOUT,
     log: TextIO | None = None,
@@ -178,7 +183,14 @@ def fetch_config(
     environ = os.environ if environ is None else environ
     where = target(environ)
     return _call(
-        "GET", where.config_url, secret=where.secret, attempts=attempts, backoff=backoff, timeout=timeout, log=log
+        "GET",
+        where.config_url,
+        secret=where.secret,
+        attempts=attempts,
+        deadline=deadline,
+        backoff=backoff,
+        timeout=timeout,
+        log=log,
     )
 
 
@@ -189,23 +201,29 @@ def _call(
     secret: str,
     body: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
-    attempts: int,
+    attempts: int | None,
+    deadline: float,
     backoff: float,
     timeout: tuple[float, float],
     log: TextIO | None,
 ) -> dict[str, Any]:
     all_headers = {CI_HEADER: secret, "Accept": "application/json", **(headers or {})}
     problem = "no attempt made"
+    give_up_at = time.monotonic() + deadline
+    attempt = 0
     with requests.Session() as session:
-        for attempt in range(1, max(attempts, 1) + 1):
-            pause = backoff * 2 ** (attempt - 1)
+        while True:
+            attempt += 1
+            pause = min(backoff * 2 ** (attempt - 1), MAX_PAUSE) * random.uniform(1.0, 1.25)  # noqa: S311 (jitter)
+            # A try never runs past the deadline either (but gets a second at least).
+            read = min(timeout[1], max(give_up_at - time.monotonic(), 1.0))
             try:
                 # Never follow a redirect: requests would carry the X-Svc-CI-Secret header to wherever it points.
                 response = session.request(
-                    method, url, json=body, headers=all_headers, timeout=timeout, allow_redirects=False
+                    method, url, json=body, headers=all_headers, timeout=(timeout[0], read), allow_redirects=False
                 )
             except requests.Timeout:
-                problem = f"no answer within {timeout[1]:g}s"
+                problem = f"no answer within {read:g}s"
             except requests.ConnectionError:
                 problem = f"could not connect to {_host(url)}"
             else:
@@ -215,12 +233,18 @@ def _call(
                 if response.status_code not in TRANSIENT_STATUSES:
                     raise HookError(REFUSED, _refusal(response.status_code, detail))
                 problem = f"the service answered {response.status_code}{': ' + detail if detail else ''}"
-                pause = max(pause, _retry_after(response) or 0.0)
-            if attempt < attempts:
-                pause = min(pause, MAX_PAUSE) * random.uniform(1.0, 1.25)  # noqa: S311 (jitter, not security)
-                _say(log, f"try {attempt} of {attempts} failed ({problem}); trying again in {pause:.1f}s")
-                time.sleep(pause)
-    raise HookError(UNREACHABLE, f"gave up after {attempts} tries: {problem}")
+                asked = _retry_after(response)
+                if asked is not None:
+                    pause = asked  # the service says when: a database outage, a rate limit
+            left = give_up_at - time.monotonic()
+            if attempts is not None and attempt >= attempts:
+                break
+            if pause > left:
+                problem += f" (the next try, in {pause:.1f}s, would be past the {deadline:g}s deadline)"
+                break
+            _say(log, f"try {attempt} failed ({problem}); trying again in {pause:.1f}s ({left:.0f}s left)")
+            time.sleep(pause)
+    raise HookError(UNREACHABLE, f"gave up after {attempt} tries: {problem}")
 
 
 def _refusal(status: int, detail: str) -> str:
@@ -308,7 +332,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--idempotency-key",
         help="the report's key (default: a new one per run); the same key again counts once",
     )
-    parser.add_argument("--attempts", type=int, default=ATTEMPTS, help=f"tries before giving up (default {ATTEMPTS})")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=DEADLINE,
+        help=f"seconds to keep retrying a service that is down or busy (default {DEADLINE:g})",
+    )
+    parser.add_argument("--attempts", type=int, default=ATTEMPTS, help="tries before giving up (default: no limit)")
 
 
 def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -321,6 +351,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             environ=environ,
             idempotency_key=args.idempotency_key,
             attempts=args.attempts,
+            deadline=args.deadline,
         )
     except HookError as exc:
         _say(None, str(exc))

@@ -20,7 +20,7 @@ from typing import Any
 
 from domain.clock import Clock
 from storage import outbox
-from storage.db import connection, transaction
+from storage.db import connection, outage_cause, transaction
 from storage.models import OutboxMessage
 
 log = logging.getLogger("svc.delivery")
@@ -145,6 +145,8 @@ class OutboxDeliverer:
         try:
             outcome = handler(attempt) if handler else Outcome.give_up(f"no handler for kind {message.kind!r}")
         except Exception as exc:  # a handler bug must not stop the drain; the message is retried later
+            if outage_cause(exc) is not None:
+                raise  # the database went away: the lease runs out and the message is handed over again later
             log.exception("outbox handler failed", extra={"message_id": message.id, "kind": message.kind})
             outcome = Outcome.retry(f"handler error: {type(exc).__name__}")
         self._record(message, attempt, outcome)

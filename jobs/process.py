@@ -30,9 +30,10 @@ from domain.clock import Clock
 from domain.ops import runs
 from domain.ops.pulse import HEARTBEAT_SECONDS
 from domain.ops.schedules import AGENTS, AgentSchedule
+from domain.outage import DatabaseOutage
 from jobs.delivery import OutboxDeliverer
 from storage import job_state
-from storage.db import connection, transaction
+from storage.db import connection, outage_cause, transaction
 
 log = logging.getLogger("svc.jobs")
 
@@ -94,6 +95,7 @@ class JobsProcess:
         schedules: Mapping[str, AgentSchedule] = AGENTS,
         owner: str | None = None,
         lanes: Mapping[str, Iterable[str]] | None = None,
+        outage: DatabaseOutage | None = None,
     ):
         self.clock = clock
         # The clock the schedules are read against: `clock` itself, unless a schedule is being rehearsed
@@ -108,6 +110,8 @@ class JobsProcess:
         if lanes is None:
             lanes = {kind: (kind,) for kind in (deliverer.handlers if deliverer is not None else ())}
         self.lanes = {name: tuple(kinds) for name, kinds in lanes.items()}
+        # One line when the database goes away and one when it is back, not a traceback per worker step.
+        self.outage = outage or DatabaseOutage()
         self.stopping = threading.Event()
         self._pause = threading.Event()  # never set: the main thread's wait between ticks
 
@@ -155,6 +159,8 @@ class JobsProcess:
             with connection():
                 self.jobs[run.agent_id](trigger)
         except Exception as exc:
+            if outage_cause(exc) is not None:
+                raise  # nor could its failure be recorded now: the worker logs the outage once
             log.exception("scheduled job failed", extra={"agent_id": run.agent_id})
             with connection(), transaction():
                 runs.record(
@@ -180,6 +186,8 @@ class JobsProcess:
         now = self.clock()
         with connection(), transaction():
             job_state.beat(owner=self.owner, at=now)
+        # The beat is a write that changes a row, every few seconds: the proof the database takes writes again.
+        self.outage.recovered(wrote=True)
 
     # -- the workers --------------------------------------------------------------------------------------
 
@@ -271,8 +279,12 @@ class JobsProcess:
     def _guarded(self, name: str, step: Callable[[], Any]) -> Any:
         try:
             return step()
-        except Exception:  # one failing step (database restarting, say) must not end its worker
-            log.exception("jobs step failed", extra={"step": name})
+        except Exception as exc:  # one failing step (database restarting, say) must not end its worker
+            found = outage_cause(exc)
+            if found is not None:
+                self.outage.failed(*found)  # logged once per outage; the step runs again at its next tick
+            else:
+                log.exception("jobs step failed", extra={"step": name})
             return None
 
     def install_signal_handlers(self) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import _thread
 import contextlib
 import queue
+import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ from urllib.parse import urlsplit
 
 from peewee import DatabaseProxy, InterfaceError, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.db_url import parse as parse_db_url
-from playhouse.pool import PooledPostgresqlDatabase, PooledSqliteDatabase
+from playhouse.pool import MaxConnectionsExceeded, PooledPostgresqlDatabase, PooledSqliteDatabase
 
 db = DatabaseProxy()
 T = TypeVar("T")
@@ -326,3 +328,48 @@ def ping() -> tuple[bool, str]:
         return True, "database reachable"
     except (OperationalError, InterfaceError) as exc:
         return False, f"database unreachable: {type(exc).__name__}"
+
+
+# SQLite's primary result codes that say the database cannot be used just now, rather than that a statement is
+# wrong: BUSY and LOCKED (locked past the busy timeout), NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
+_SQLITE_OUTAGE_CODES = frozenset({5, 6, 7, 8, 10, 13, 14, 15})
+_SQLITE_DISK_CODES = frozenset({10, 13})  # IOERR, FULL: the disk under the database refuses the write
+UNREACHABLE, CANNOT_WRITE, DISK = "unreachable", "cannot-write", "disk"
+
+
+def outage_cause(exc: BaseException) -> tuple[str, str] | None:
+    """(kind, cause) when `exc` means the database cannot be reached or cannot take the write just now (an
+    outage: try later), else None (a bug). `cause` is the first cause in the exception's chain: a failed write
+    on SQLite is often followed by a failed rollback ("cannot rollback - no transaction is active"), which would
+    otherwise hide "database or disk is full". `kind` is `unreachable`, `disk` (full, or an I/O error) or
+    `cannot-write` (locked past the busy timeout, read-only)."""
+    chain: list[BaseException] = []
+    while exc is not None and all(exc is not seen for seen in chain):
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for error in reversed(chain):  # the first cause first
+        found = _outage(error)
+        if found is not None:
+            return found
+    return None
+
+
+def _outage(error: BaseException) -> tuple[str, str] | None:
+    if isinstance(error, sqlite3.Error):
+        code = getattr(error, "sqlite_errorcode", None)
+        if code is None or code & 0xFF not in _SQLITE_OUTAGE_CODES:
+            return None
+        kind = DISK if code & 0xFF in _SQLITE_DISK_CODES else UNREACHABLE if code & 0xFF == 14 else CANNOT_WRITE
+        return kind, f"SQLite: {_first_line(error)}"
+    if isinstance(error, MaxConnectionsExceeded):
+        return UNREACHABLE, "every database connection of this process is in use"
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)):
+        disk = getattr(error, "sqlstate", None) in {"53100", "58030"}  # disk_full, io_error
+        return (DISK if disk else UNREACHABLE), f"PostgreSQL: {_first_line(error)}"
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__

@@ -98,6 +98,23 @@ def test_transient_failures_are_retried_with_the_same_key(service):
     assert len(service.seen) == 4 and len(keys) == 1
 
 
+def test_an_outage_longer_than_a_few_tries_is_ridden_out_as_retry_after_asks(service):
+    # A database outage: 503 with Retry-After, more times than a fixed count of tries would have allowed.
+    for _ in range(6):
+        service.then(503, {"type": "https://svc.invalid/problems/database-unavailable"}, {"Retry-After": "0"})
+    assert send(service) == ANSWER
+    assert len(service.seen) == 7
+    assert len({r["headers"]["Idempotency-Key"] for r in service.seen}) == 1
+
+
+def test_a_retry_after_past_the_deadline_gives_up_at_once_saying_so(service):
+    service.then(503, headers={"Retry-After": "3600"})
+    with pytest.raises(HookError) as failed:
+        send(service, deadline=30)
+    assert failed.value.code == UNREACHABLE and "past the 30s deadline" in str(failed.value)
+    assert len(service.seen) == 1
+
+
 def test_retries_are_bounded_and_then_the_exit_code_says_try_later(service):
     service.then(500).then(500).then(500)
     with pytest.raises(HookError) as failed:

@@ -1,0 +1,81 @@
+"""A TCP relay a test can cut: what a database server stopped (or a network that failed) looks like to a client.
+
+`TcpRelay(("127.0.0.1", 5432))` listens on a free port of its own and pipes every connection to the target.
+`cut()` closes every relayed connection and stops listening, so new connections are refused; `restore()` listens
+on the same port again. Nothing is changed on the target itself, which other tests may share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+
+class TcpRelay:
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
+        self.port = 0
+        self._lock = threading.Lock()
+        self._connections: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self._listen()
+
+    def _listen(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut or closed
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._connections += [client, upstream]
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Refuse new connections and break every open one."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+            connections, self._connections = self._connections, []
+        if listener is not None:
+            # shutdown() wakes the thread blocked in accept(); close() alone would leave it listening.
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def restore(self) -> None:
+        if self._listener is None:
+            self._listen()
+
+    def close(self) -> None:
+        self.cut()
