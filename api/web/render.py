@@ -10,6 +10,7 @@ import falcon
 
 from api.web.guidance import what_to_do
 from api.web.timeline import describe as describe_entry
+from domain import entity_tags
 from domain.clock import iso
 from machines.ticket import menu as ticket_menu
 
@@ -62,6 +63,11 @@ def environment() -> Environment:
     env.globals["describe_entry"] = describe_entry
     # The move menu comes from the ticket machine itself: a move it forbids is never offered.
     env.globals["ticket_menu"] = ticket_menu
+    # Each action control carries the tag of what the page shows, sent as If-Match (`domain/entity_tags.py`).
+    env.globals["ticket_tag"] = entity_tags.ticket_tag
+    env.globals["initiative_tag"] = entity_tags.initiative_tag
+    env.globals["wallet_tag"] = entity_tags.wallet_tag
+    env.globals["automation_tag"] = entity_tags.automation_tag
     return env
 
 

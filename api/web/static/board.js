@@ -31,6 +31,48 @@ function showProblem(form, text) {
   }
 }
 
+// Clear every refusal the script has shown: the next action that works leaves none of them standing.
+function clearProblems() {
+  for (const holder of document.querySelectorAll(".problem")) {
+    if (!holder.hidden || holder.textContent) {
+      holder.textContent = "";
+      holder.hidden = true;
+    }
+  }
+}
+
+// "2 minutes ago", measured against the service's own clock (the answer's Date), not this machine's.
+function agoFrom(isoText, response) {
+  const then = Date.parse(isoText || "");
+  if (Number.isNaN(then)) return "";
+  const served = Date.parse((response && response.headers.get("Date")) || "");
+  const seconds = Math.max(0, ((Number.isNaN(served) ? Date.now() : served) - then) / 1000);
+  if (seconds < 60) return "just now";
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return minutes === 1 ? "a minute ago" : minutes + " minutes ago";
+  const hours = Math.floor(minutes / 60);
+  if (hours < 48) return hours === 1 ? "an hour ago" : hours + " hours ago";
+  return "on " + isoText.slice(0, 10);
+}
+
+// A 412: someone changed the thing since this page showed it. Say who did what, and when.
+function describeStale(body, response) {
+  const what = (body && body.last_change) || "It was changed by someone else";
+  const when = body && body.changed_at ? " " + agoFrom(body.changed_at, response) : "";
+  return what + when + ". Nothing was changed; the page shows it as it is now.";
+}
+
+// Where a form's refusal goes once the page shows the change: beside the control, or, when the control went with
+// its old place (a card that moved column), beside the same ticket's controls in its new place.
+function staleHolder(form, key) {
+  if (form.isConnected) {
+    const actions = form.closest(".actions");
+    const beside = actions && actions.querySelector(":scope > .problem");
+    return beside || problemElement(form);
+  }
+  return (key && document.querySelector('.actions[data-key="' + CSS.escape(key) + '"] > .problem')) || null;
+}
+
 function describeProblem(body, response) {
   let text = (body && (body.detail || body.title)) || response.statusText || "HTTP " + response.status;
   const errors = body && Array.isArray(body.errors) ? body.errors : [];
@@ -103,7 +145,12 @@ async function submitAction(event) {
     const response = await fetch(endpoint, {
       method: form.dataset.method || "POST",
       credentials: "same-origin",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      headers: {
+        "Content-Type": "application/json",
+        Accept: "application/json",
+        // What the page shows: a change decided on an older version is refused (412), not applied over it.
+        ...(form.dataset.ifMatch ? { "If-Match": form.dataset.ifMatch } : {}),
+      },
       body: JSON.stringify(merged),
     });
     let answer = null;
@@ -111,6 +158,26 @@ async function submitAction(event) {
       answer = await response.json();
     } catch (e) {
       answer = null;
+    }
+    if (response.status === 412) {
+      // Let go of the stale control (its menu closes), show the thing as it is now, and say beside its
+      // control what happened meanwhile.
+      const text = describeStale(answer, response);
+      const key = (form.closest("[data-key]") || form).dataset.key;
+      const menu = form.closest("details");
+      if (menu) menu.open = false;
+      if (form.contains(document.activeElement)) document.activeElement.blur();
+      settleForm(form);
+      form.removeAttribute("aria-busy");
+      release();
+      await refreshNow();
+      const holder = staleHolder(form, key);
+      if (holder) {
+        holder.textContent = text;
+        holder.hidden = false;
+      }
+      announce("Refused: " + text);
+      return;
     }
     if (!response.ok) {
       const text = describeProblem(answer, response);
@@ -120,6 +187,7 @@ async function submitAction(event) {
       return;
     }
     markInvalid(form, []);
+    clearProblems();
     if (form.hasAttribute("data-reset")) form.reset();
     settleForm(form);
     const menu = form.closest("details");
@@ -159,7 +227,10 @@ async function toggleAutomation(event) {
     const response = await fetch(box.dataset.endpoint, {
       method: "POST",
       credentials: "same-origin",
-      headers: { "Content-Type": "application/json" },
+      headers: {
+        "Content-Type": "application/json",
+        ...(box.dataset.ifMatch ? { "If-Match": box.dataset.ifMatch } : {}),
+      },
       body: JSON.stringify({ enabled: wanted }),
     });
     let answer = null;
@@ -168,7 +239,21 @@ async function toggleAutomation(event) {
     } catch (e) {
       answer = null;
     }
+    if (response.status === 412) {
+      box.checked = !!(answer && answer.current && answer.current.enabled);
+      const text = describeStale(answer, response);
+      if (problem) {
+        problem.textContent = text;
+        problem.hidden = false;
+      }
+      announce("Refused: " + text);
+      refreshNow(); // the page shows the setting as it is now
+      return;
+    }
     if (!response.ok) throw new Error(describeProblem(answer, response));
+    const tag = response.headers.get("ETag");
+    if (tag) box.dataset.ifMatch = tag;
+    clearProblems();
     box.checked = answer.enabled;
     if (state) state.textContent = answer.enabled ? "on" : "off";
     const by = document.getElementById("writing-automation-by");
@@ -218,6 +303,12 @@ function pinned(node) {
   return held(node);
 }
 
+// A form the person has started to fill keeps the tag of what they saw when they started.
+function hasEdits(node) {
+  for (const control of edited) if (node.contains(control)) return true;
+  return false;
+}
+
 function syncAttributes(old, fresh) {
   for (const { name } of Array.from(old.attributes)) {
     // Whether a menu is open is the person's business, not the server's.
@@ -225,6 +316,7 @@ function syncAttributes(old, fresh) {
   }
   for (const { name, value } of Array.from(fresh.attributes)) {
     if (name === "open" && old.nodeName === "DETAILS") continue;
+    if (name === "data-if-match" && hasEdits(old)) continue;
     if (old.getAttribute(name) !== value) old.setAttribute(name, value);
   }
   if (old.nodeName === "INPUT") {

@@ -111,10 +111,14 @@ def test_tickets_are_created_and_moved_only_where_the_machine_allows(chromium, s
     assert (ticket["stage"], ticket["title"]) == ("agreement", "Export invoices as CSV")
     assert ticket["tracker_issue_id"] == "LIN-7"
 
-    # The menu offers what the machine allows from agreement: queued, and nothing else.
+    # The menu offers what the machine allows from agreement: queued, and nothing else; it chooses nothing itself.
     card(page, "agreement", "PORT-7").locator("details.menu > summary").click()
     target = page.locator("#card-agreement-PORT-7-to")
-    assert target.locator("option").all_inner_texts() == ["queued"]
+    assert target.locator("option").all_inner_texts() == ["choose a stage", "queued"]
+    assert target.input_value() == ""
+    page.get_by_role("button", name="Move PORT-7").click()  # nothing chosen: the browser asks for a stage
+    assert api_get(server, "/api/v1/tickets/PORT-7")["stage"] == "agreement"
+    target.select_option("queued")
     page.get_by_label("Then waiting on (PORT-7)").select_option("agent")
     page.get_by_role("button", name="Move PORT-7").click()
     card(page, "queued", "PORT-7").wait_for()
@@ -124,20 +128,16 @@ def test_tickets_are_created_and_moved_only_where_the_machine_allows(chromium, s
     page.locator('#needs-you li[data-key="PORT-7"]').wait_for()
     assert page.evaluate("document.activeElement.closest('li.card').dataset.key") == "PORT-7"
 
-    # Someone else moves it while this page has its menu open: the menu stays, and the stale move is refused
-    # with the service's reason beside it.
+    # The next move starts from no waiting at all: what it waited on in queued is cleared unless chosen again.
     card(page, "queued", "PORT-7").locator("details.menu > summary").click()
-    assert page.locator("#card-queued-PORT-7-to option").all_inner_texts() == ["execute", "blocked"]
-    api(server, "POST", "/api/v1/tickets/PORT-7/move", {"to": "execute"})
-    page.locator('.column[data-stage="execute"] li.card[data-key="PORT-7"]').wait_for(timeout=LIVE)
-    assert page.locator('.column[data-stage="queued"] details.menu[open]').count() == 1  # still open
-    page.locator("#card-queued-PORT-7-to").select_option("execute")
+    assert page.locator("#card-queued-PORT-7-to option").all_inner_texts() == ["choose a stage", "execute", "blocked"]
+    assert page.get_by_label("Then waiting on (PORT-7)").input_value() == ""
+    page.locator("#card-queued-PORT-7-to").select_option("blocked")
     page.locator('.column[data-stage="queued"]').get_by_role("button", name="Move PORT-7").click()
-    problem = page.locator("#card-queued-PORT-7-move-problem")
-    problem.wait_for()
-    assert "cannot move PORT-7 from execute to execute" in problem.inner_text()
-    assert "allowed from execute: queued, ci, blocked" in problem.inner_text()
-    assert api_get(server, "/api/v1/tickets/PORT-7")["stage"] == "execute"
+    card(page, "blocked", "PORT-7").wait_for()
+    assert api_get(server, "/api/v1/tickets/PORT-7")["waiting_on"] is None
+    api(server, "POST", "/api/v1/tickets/PORT-7/move", {"to": "queued"})
+    card(page, "queued", "PORT-7").wait_for(timeout=LIVE)
 
     # A key that is taken is refused beside the form, and nothing is created.
     page.get_by_label("Key").fill("PORT-7")
@@ -170,7 +170,8 @@ def test_moving_a_ticket_with_the_keyboard_alone(chromium, server):
     else:
         pytest.fail("the move menu of PORT-2 is not reachable with the keyboard")
     page.keyboard.press("Enter")  # opens the menu
-    page.keyboard.press("Tab")  # to the target stage: queued, ci or blocked from execute
+    page.keyboard.press("Tab")  # to the target stage: none chosen; queued, ci or blocked from execute
+    page.keyboard.press("ArrowDown")  # queued
     page.keyboard.press("ArrowDown")  # ci
     page.keyboard.press("Tab")  # waiting on
     page.keyboard.press("Tab")  # the Move button
@@ -311,10 +312,17 @@ def test_a_field_left_half_filled_costs_304s_not_whole_pages(chromium, server):
     api(server, "POST", "/api/v1/tickets/PORT-2/move", {"to": "ci"})
     card(page, "ci", "PORT-2").wait_for(timeout=LIVE)
     assert page.get_by_label("Budget").input_value() == "123"
-    # Once they send it, it is the wallet's.
+    # They began before the wallet was set to 10 elsewhere: sending it is refused, saying so, and the form shows
+    # the wallet as it is now. Typed again on what they now see, it is the wallet's.
+    page.get_by_role("button", name="Save budget and spent").click()
+    expect(page.locator("#wallet-problem")).to_contain_text("the wallet was set to budget 10, spent 1")
+    assert wallet(server)["budget"] == 10.0
+    expect(page.get_by_label("Budget")).to_have_value("10.0")
+    page.get_by_label("Budget").fill("123")
     page.get_by_role("button", name="Save budget and spent").click()
     expect(page.locator("#wallet .wallet-figures")).to_contain_text("budget of 123.00", timeout=LIVE)
     assert wallet(server)["budget"] == 123.0
+    expect(page.locator("#wallet-problem")).to_be_hidden()
     assert still_the_same_page(page) and not page.script_errors
     context.close()
 
@@ -462,4 +470,53 @@ def test_a_viewers_pages_have_no_axe_violations(chromium, server, viewport, tmp_
         found[path] = axe_violations(page)
     assert found == {path: [] for path in found}
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    context.close()
+
+
+def test_a_stale_page_cannot_undo_a_colleagues_move(chromium, server):
+    """Two people have the board open. A blocks PORT-2; B's page still shows it in execute, with its Move menu
+    open, and B picks ci. The service refuses it (412), B's page says who moved it where, and shows it blocked."""
+    context_a, a = open_page(chromium, server + "/")
+    context_b, b = open_page(chromium, server + "/")
+    card(b, "execute", "PORT-2").locator("details.menu > summary").click()  # B is deciding
+
+    card(a, "execute", "PORT-2").locator("details.menu > summary").click()
+    a.locator("#card-execute-PORT-2-to").select_option("blocked")
+    a.get_by_role("button", name="Move PORT-2").click()
+    card(a, "blocked", "PORT-2").wait_for()
+    entries_before = len(api_get(server, "/api/v1/tickets/PORT-2/timeline")["entries"])
+
+    b.locator("#card-execute-PORT-2-to").select_option("ci")  # allowed from execute, as B's page shows it
+    b.locator('.column[data-stage="execute"]').get_by_role("button", name="Move PORT-2").click()
+    problem = b.locator("#card-blocked-PORT-2-problem")  # beside the ticket's controls, in its new column
+    expect(problem).to_contain_text(f"PORT-2 was moved to blocked by {USER} just now", timeout=LIVE)
+    expect(problem).to_contain_text("Nothing was changed")
+    assert b.locator('.column[data-stage="execute"] li.card[data-key="PORT-2"]').count() == 0  # the card refreshed
+
+    ticket = api_get(server, "/api/v1/tickets/PORT-2")
+    assert ticket["stage"] == "blocked"  # the block stands
+    assert len(api_get(server, "/api/v1/tickets/PORT-2/timeline")["entries"]) == entries_before
+
+    # B decides again on what the page now shows, and the move goes through; the message goes with it.
+    card(b, "blocked", "PORT-2").locator("details.menu > summary").click()
+    b.locator("#card-blocked-PORT-2-to").select_option("queued")
+    b.locator('.column[data-stage="blocked"]').get_by_role("button", name="Move PORT-2").click()
+    card(b, "queued", "PORT-2").wait_for()
+    assert b.locator(".problem:not([hidden])").count() == 0
+    assert not a.script_errors and not b.script_errors
+    context_a.close()
+    context_b.close()
+
+
+def test_a_stale_wallet_save_is_refused_beside_the_form_and_keeps_the_colleagues_figures(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    # Someone else sets the wallet after this page was drawn, while this person is typing a budget (a form
+    # being filled keeps the tag of what the person started from).
+    page.get_by_label("Budget").fill("999")
+    api(server, "PUT", "/api/v1/wallet", {"budget": 50, "spent": 5, "locked": False})
+    page.get_by_role("button", name="Save budget and spent").click()
+    expect(page.locator("#wallet-problem")).to_contain_text(
+        f"the wallet was set to budget 50, spent 5, unlocked by {USER}"
+    )
+    assert wallet(server)["budget"] == 50.0
     context.close()
