@@ -18,10 +18,13 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
-from waitress.proxy_headers import proxy_headers_middleware
+from waitress.proxy_headers import PROXY_HEADERS, proxy_headers_middleware
 
 from domain.config import Config
 
+# The forwarding headers as WSGI environ keys: a request from an untrusted peer that carries none of them has
+# nothing to remove, and goes straight to the app.
+_FORWARDING_KEYS = tuple(f"HTTP_{name}" for name in sorted(PROXY_HEADERS))
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -31,6 +34,7 @@ class TrustedProxies:
 
     def __init__(self, app: WsgiApp, networks: Iterable[Network], *, count: int = 1, headers: Iterable[str] = ()):
         self.networks = tuple(networks)
+        self.app = app
         # trusted_proxy="*": this branch is taken only for a peer `trusts` has already accepted.
         self._believing = proxy_headers_middleware(
             app, trusted_proxy="*", trusted_proxy_count=count, trusted_proxy_headers=set(headers), clear_untrusted=True
@@ -57,7 +61,10 @@ class TrustedProxies:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if not self.trusts(environ.get("REMOTE_ADDR") or ""):
-            return self._doubting(environ, start_response)
+            for key in _FORWARDING_KEYS:
+                if key in environ:
+                    return self._doubting(environ, start_response)
+            return self.app(environ, start_response)
         if "HTTP_X_FORWARDED_FOR" in environ:
             environ["HTTP_X_FORWARDED_FOR"] = ",".join(
                 _plain_hop(h) for h in environ["HTTP_X_FORWARDED_FOR"].split(",")

@@ -136,6 +136,11 @@ def _instance(model: type[M], row: tuple) -> M:
     return _with_data(model, data)
 
 
+def instance(model: type[M], data: dict[str, Any]) -> M:
+    """A model instance holding `data` (by field name, every field, database values already converted)."""
+    return _with_data(model, data)
+
+
 def _with_data(model: type[M], data: dict[str, Any]) -> M:
     """A model instance holding `data` (by field name), as peewee itself builds one from a row."""
     instance = model(__no_default__=True)

@@ -276,3 +276,27 @@ def _api(app, check_document=True):
     from conftest import BASIC, CI_SECRET
 
     return ApiClient(app, basic=BASIC, ci_secret=CI_SECRET, check_document=check_document)
+
+
+def test_a_ticket_changed_behind_this_process_is_read_again_before_it_is_moved(api):
+    # A notify keeps the writing ticket as it swapped it and swaps it next time without reading it; a change made
+    # elsewhere (another process, here a statement of its own) fails that swap, and the retry reads the row.
+    assert notify(api, {"status": "BACKFILL_READY", "missing": 1}).status_code == 200
+    with connection():
+        from storage.db import db
+
+        db.execute_sql(
+            "UPDATE ticket SET stage = 'blocked', title = 'Changed elsewhere', version = version + 1 "
+            "WHERE key = 'WRITING-DAILY'"
+        )
+    result = notify(api, {"status": "STOP_NEED_TOPICS", "missing": 1})
+
+    assert result.status_code == 200, result.text
+    assert result.json["receipt"]["data"]["from"] == "blocked"
+    assert result.json["ticket"]["title"] == "Changed elsewhere"
+    assert result.json["ticket"]["stage"] == "queued"
+    assert api.get(TICKET).json == {**result.json["ticket"], "timeline": api.get(TICKET).json["timeline"]}
+    # and the row kept is the one just written: the next report swaps it from there
+    third = notify(api, {"status": "SKIP_ALL_CAUGHT_UP"})
+    assert third.json["receipt"]["data"]["from"] == "queued" and third.json["ticket"]["stage"] == "done"
+    assert [e["data"]["from"] for e in timeline(api)[:3]] == ["queued", "blocked", None]
