@@ -24,7 +24,7 @@ from api.resources import (
     wallet,
     writing,
 )
-from api.web import pages
+from api.web import pages, router_right
 from domain.board import Board, StageListener
 from domain.clock import Clock, system_clock
 from domain.config import Config
@@ -52,6 +52,7 @@ ROUTE_MODULES = (
     events,
     router_evidence,
     pages,
+    router_right,
     metrics,
 )
 

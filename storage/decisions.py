@@ -153,3 +153,14 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
         if len(found) < batch:
             return
         after = found[-1][0]
+
+
+def get(decision_id: int) -> RouterDecision | None:
+    return RouterDecision.get_or_none(RouterDecision.id == decision_id)
+
+
+def by_ids(ids: list[int]) -> list[RouterDecision]:
+    """The decisions with these ids, newest first."""
+    if not ids:
+        return []
+    return list(RouterDecision.select().where(RouterDecision.id.in_(ids)).order_by(RouterDecision.id.desc()))

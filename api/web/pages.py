@@ -12,7 +12,7 @@ import falcon
 import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
-from api.web import bays, decisions, freshness
+from api.web import bays, decisions, freshness, router_right
 from api.web.render import page
 from domain import automation
 from domain.errors import NotFound
@@ -38,7 +38,8 @@ BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives")
 NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
 # A decision links to its subject's ticket page once that ticket exists.
-DECISIONS_PARTS = ("decisions", "ticket_count")
+# The scorecard on it moves with a slot claimed too (a signal that the team took up a coder's work).
+DECISIONS_PARTS = ("decisions", "ticket_count", "slots")
 
 _IF_NONE_MATCH = Param(
     "If-None-Match",
@@ -289,6 +290,11 @@ class DecisionsPage:
                     {"type": "string", "maxLength": 64},
                     "Only decisions evaluated at or after this time: ISO 8601 with a zone, or without one (UTC).",
                 ),
+                Param(
+                    "window_seconds",
+                    {"type": "string", "maxLength": 8},
+                    "The scorecard's window: how long after a decision the team's taking it up counts (default a day).",
+                ),
                 CURSOR,
             ),
             statuses=(200, 400),
@@ -308,8 +314,9 @@ class DecisionsPage:
             "since": _since(req),
         }
         cursor = params.cursor(req)
+        window = router_right.window_of(req)
         now = self.clock()
-        tag = freshness.etag(marks=self.board.marks(DECISIONS_PARTS), now=now, person=person(req))
+        tag = freshness.etag(marks=self.board.marks(DECISIONS_PARTS), now=now, person=person(req), extra=(window,))
         if freshness.unchanged(req, resp, tag):
             return
         rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, **filters)
@@ -328,6 +335,7 @@ class DecisionsPage:
             source_choices=decisions.SOURCE_CHOICES,
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
+            **router_right.scorecard_context(self.router, window_seconds=window),
             **signed_in(req),
         )
 

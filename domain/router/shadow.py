@@ -190,6 +190,12 @@ class ShadowRouter:
         """Agreement of the recorded decisions with what the team then did (`domain/router/scorecard.py`)."""
         return scorecard.scorecard(now=self.clock(), since=since, until=until, window=timedelta(seconds=window_seconds))
 
+    def decision(self, decision_id: int) -> RouterDecision | None:
+        return decisions.get(decision_id)
+
+    def decisions_with_ids(self, ids: list[int]) -> list[RouterDecision]:
+        return decisions.by_ids(ids)
+
     def decisions_behind(
         self, key: str, *, since: datetime | None, until: datetime | None, window_seconds: int
     ) -> list[int]:

@@ -16,6 +16,7 @@ from api.operations import changes_something
 from domain.accounts import CONCURRENT_CHECKS
 
 from conftest import BASIC, CI_SECRET
+from events_kit import example
 from processes import wait_until
 from testclient import ApiClient
 
@@ -141,7 +142,12 @@ def test_a_viewer_reads_every_operation_that_changes_nothing(people):
     reading = _people_operations(bootstrap.document, changing=False)
     assert any(path == "/" for _, path, _ in reading) and any(p == "/tickets/{key}" for _, p, _ in reading)
 
+    recorded = bootstrap.post("/api/v1/events", json=example("envelopes/valid/opened.json"), auth="ci")
+    decision_id = str(recorded.json["decision"]["id"])
+
     def value(op: dict, name: str) -> str:
+        if name == "decision_id":
+            return decision_id
         (param,) = [p for p in op.get("parameters", []) if p["name"] == name and p["in"] == "path"]
         return param["schema"].get("enum", [{"id": "port"}.get(name, "PORT-1")])[0]
 

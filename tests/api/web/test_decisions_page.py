@@ -194,7 +194,7 @@ def test_a_filter_value_the_form_never_sends_is_refused(routed):
 
 def test_every_control_has_a_label(routed):
     found = page(routed)
-    assert {c.get("name") for c in found.controls} == {"outcome", "source", "subject_id", "since"}
+    assert {c.get("name") for c in found.controls} == {"outcome", "source", "subject_id", "since", "window_seconds"}
     for control in found.controls:
         assert control.get("id") in found.labels, control
 

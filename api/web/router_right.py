@@ -1,0 +1,307 @@
+"""Is the router right? On the web board: the scorecard on the decisions page (with a weekly picture), the
+decisions behind each of its numbers, "Try a policy" (a backtest), and one decision's own page with the facts its
+gates read and the policy they applied. Each reads through the same units as `api/resources/router_evidence.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import falcon
+
+from api.operations import Operation, Param
+from api.web import decisions, freshness
+from api.web.render import page
+from domain.router.gates import GATE_NAMES
+from domain.router.scorecard import GATE_CLASSES, ROLES, RULE_CLASSES
+
+HTML = "text/html"
+FLIPS_SHOWN = 200
+BEHIND_SHOWN = 200
+DAY = 86400
+WINDOW_CHOICES = ((3600, "an hour"), (4 * 3600, "4 hours"), (DAY, "a day"), (3 * DAY, "3 days"), (7 * DAY, "a week"))
+NUMBER = re.compile(
+    r"^(rule:(coder|fixer):(confirmed|not_taken_up|held|overridden|pending)|gate:[a-z_]+:(held|overridden|pending))$"
+)
+CLASS_WORDS = {
+    "confirmed": "confirmed",
+    "not_taken_up": "not taken up",
+    "held": "held",
+    "overridden": "overridden",
+    "pending": "pending",
+}
+# What moves these pages: a decision recorded, a slot claimed (a signal), the board's tickets.
+PARTS = ("decisions", "slots", "ticket_count")
+
+
+def _html(summary: str, *, params=(), statuses=(200,)) -> Operation:
+    return Operation(
+        summary,
+        responses={status: None for status in (*statuses, 304)},
+        params=(
+            *params,
+            Param("If-None-Match", {"type": "string"}, "The page's ETag from before: 304 while unchanged.", "header"),
+        ),
+        tags=("web board",),
+        content_type=HTML,
+    )
+
+
+def _person(req: falcon.Request) -> dict:
+    identity = req.context.identity
+    return {"signed_in": identity.actor, "signed_in_role": identity.role, "can_act": identity.may_change}
+
+
+def window_of(req: falcon.Request) -> int:
+    raw = req.get_param("window_seconds")
+    if raw in (None, ""):
+        return DAY
+    if not raw.isdigit() or not 60 <= int(raw) <= 30 * DAY:
+        return DAY  # a page answers a page: an odd window reads as the default one, which the page names
+    return int(raw)
+
+
+# -- the scorecard, as the decisions page shows it ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One week of the chart: the agreement rate as a bar, its interval as a whisker (SVG units)."""
+
+    week: str
+    x: float
+    height: float
+    low_y: float
+    high_y: float
+    label: str
+
+
+CHART_HEIGHT = 100
+CHART_BAR = 28
+CHART_GAP = 8
+
+
+def chart(weeks: list[dict[str, Any]]) -> list[Bar]:
+    bars = []
+    for index, week in enumerate(weeks[-12:]):
+        agreement = week["agreement"]
+        if agreement["rate"] is None:
+            continue
+        rate, low, high = agreement["rate"], agreement["low"], agreement["high"]
+        bars.append(
+            Bar(
+                week=week["week"],
+                x=index * (CHART_BAR + CHART_GAP),
+                height=round(rate * CHART_HEIGHT, 1),
+                low_y=round(CHART_HEIGHT - low * CHART_HEIGHT, 1),
+                high_y=round(CHART_HEIGHT - high * CHART_HEIGHT, 1),
+                label=f"week of {week['week']}: {round(rate * 100)} % agreement of {agreement['settled']} settled "
+                f"(95 % interval {round(low * 100)} to {round(high * 100)} %)",
+            )
+        )
+    return bars
+
+
+def scorecard_context(router, *, window_seconds: int = DAY) -> dict[str, Any]:
+    """What `_router_right.html` needs: the scorecard per rule and per gate, links, and the weekly chart."""
+    card = router.scorecard(window_seconds=window_seconds).as_dict()
+
+    def link(number: str) -> str:
+        return "/decisions/behind?" + urlencode({"number": number, "window_seconds": window_seconds})
+
+    return {
+        "card": card,
+        "rule_classes": RULE_CLASSES,
+        "gate_classes": GATE_CLASSES,
+        "class_words": CLASS_WORDS,
+        "roles": ROLES,
+        "gate_names": GATE_NAMES,
+        "number_link": link,
+        "bars": chart(card["weeks"]),
+        "chart_width": max(1, min(len(card["weeks"]), 12)) * (CHART_BAR + CHART_GAP),
+        "chart_height": CHART_HEIGHT,
+        "chart_bar": CHART_BAR,
+        "window_seconds": window_seconds,
+        "window_choices": WINDOW_CHOICES,
+        "policy": router.policy,
+    }
+
+
+# -- pages --------------------------------------------------------------------------------------------------------
+
+
+class DecisionPage:
+    """One decision: its gates, the facts they read from the board, the policy they applied."""
+
+    operations = {
+        "GET": _html(
+            "One router decision, with the facts its gates read and the policy they applied",
+            params=(Param("decision_id", {"type": "string", "maxLength": 20}, location="path", required=True),),
+            statuses=(200, 404),
+        )
+    }
+
+    def __init__(self, board, router, clock):
+        self.board, self.router, self.clock = board, router, clock
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, decision_id: str) -> None:
+        now = self.clock()
+        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=_person(req), extra=(decision_id,))
+        if freshness.unchanged(req, resp, tag):
+            return
+        row = self.router.decision(int(decision_id)) if decision_id.isdigit() and len(decision_id) < 19 else None
+        if row is None:
+            resp.status = falcon.HTTP_404
+        on_board = self.board.on_board({row.subject_id} if row is not None and row.subject_id else set())
+        page(
+            resp,
+            "decision.html",
+            now=now,
+            decision_id=decision_id,
+            d=decisions.describe(row, on_board) if row is not None else None,
+            **_person(req),
+        )
+
+
+class TryPolicyPage:
+    """Try a policy: the backtest of the recorded decisions under the knobs in the form."""
+
+    operations = {
+        "GET": _html(
+            "Try a policy: which recorded decisions would flip under another allowlist, retry budget or fleet "
+            "size, and because of which gate (a backtest; it changes nothing)",
+            params=(
+                Param(
+                    "allowlist", {"type": "string", "maxLength": 20000}, "Actor ids, one per line or comma-separated."
+                ),
+                Param("retry_budget", {"type": "string", "maxLength": 6}, "Fixer dispatches per ticket per day."),
+                Param(
+                    "fleet_size", {"type": "string", "maxLength": 6}, "Tickets that may hold a slot in execute or ci."
+                ),
+            ),
+            statuses=(200, 400),
+        )
+    }
+
+    def __init__(self, board, router, clock):
+        self.board, self.router, self.clock = board, router, clock
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        now = self.clock()
+        knobs, errors, given = self._knobs(req)
+        report = None
+        if not errors:
+            report = self.router.backtest(knobs, list_at_most=FLIPS_SHOWN)
+            report = {**report.as_dict(), "flips": [_flip_view(f) for f in report.flips]}
+        else:
+            resp.status = falcon.HTTP_400
+        policy = self.router.policy
+        page(
+            resp,
+            "try_policy.html",
+            now=now,
+            report=report,
+            errors=errors,
+            form={
+                "allowlist": given.get("allowlist", "\n".join(sorted(policy.allowlist))),
+                "retry_budget": given.get("retry_budget", str(policy.retry_budget)),
+                "fleet_size": given.get("fleet_size", str(policy.fleet_size)),
+            },
+            today=policy.as_dict(),
+            gate_names=GATE_NAMES,
+            flips_shown=FLIPS_SHOWN,
+            **_person(req),
+        )
+
+    @staticmethod
+    def _knobs(req: falcon.Request) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+        knobs: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        given = {name: req.get_param(name) for name in ("allowlist", "retry_budget", "fleet_size")}
+        given = {name: value for name, value in given.items() if value is not None}
+        if "allowlist" in given:
+            knobs["allowlist"] = [a.strip() for a in re.split(r"[,\s]+", given["allowlist"]) if a.strip()]
+        for name, low, words in (("retry_budget", 0, "0 or more"), ("fleet_size", 1, "1 or more")):
+            raw = given.get(name, "").strip()
+            if not raw:
+                continue
+            if not raw.isdigit() or not low <= int(raw) <= 1000:
+                errors[name] = f"a whole number, {words} (up to 1000)"
+            else:
+                knobs[name] = int(raw)
+        return knobs, errors, given
+
+
+def _flip_view(flip) -> dict[str, Any]:
+    return {
+        **flip.as_dict(),
+        "recorded_words": decisions.OUTCOME_WORDS[flip.recorded],
+        "candidate_words": decisions.OUTCOME_WORDS[flip.candidate],
+    }
+
+
+class BehindPage:
+    """The decisions behind one number of the scorecard."""
+
+    operations = {
+        "GET": _html(
+            "The decisions behind one number of the router's scorecard (e.g. rule:coder:confirmed)",
+            params=(
+                Param("number", {"type": "string", "maxLength": 48}, "rule:ROLE:CLASS or gate:GATE:CLASS"),
+                Param("window_seconds", {"type": "string", "maxLength": 8}, "The scorecard's window."),
+            ),
+            statuses=(200, 400),
+        )
+    }
+
+    def __init__(self, board, router, clock):
+        self.board, self.router, self.clock = board, router, clock
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        now = self.clock()
+        number = req.get_param("number") or ""
+        if not number:
+            page(resp, "behind.html", now=now, error=None, what=None, **_person(req))
+            return
+        if not NUMBER.match(number) or (number.startswith("gate:") and number.split(":")[1] not in GATE_NAMES):
+            resp.status = falcon.HTTP_400
+            page(
+                resp,
+                "behind.html",
+                now=now,
+                error=f"There is no number {number!r} on the scorecard: the links on the decisions page name them.",
+                **_person(req),
+            )
+            return
+        window = window_of(req)
+        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=_person(req), extra=(number, window))
+        if freshness.unchanged(req, resp, tag):
+            return
+        ids = self.router.decisions_behind(number, since=None, until=None, window_seconds=window)
+        rows = self.router.decisions_with_ids(ids[:BEHIND_SHOWN])
+        on_board = self.board.on_board({row.subject_id for row in rows if row.subject_id})
+        kind, name, cls = number.split(":")
+        page(
+            resp,
+            "behind.html",
+            now=now,
+            error=None,
+            what=f"{'rule' if kind == 'rule' else 'gate'} {name}: {CLASS_WORDS[cls]}",
+            total=len(ids),
+            shown=BEHIND_SHOWN,
+            window_seconds=window,
+            decisions=[decisions.describe(row, on_board) for row in rows],
+            **_person(req),
+        )
+
+
+def routes(services) -> list[tuple[str, object]]:
+    board, router, clock = services.board, services.router, services.clock
+    return [
+        ("/decisions/{decision_id}", DecisionPage(board, router, clock)),
+        ("/decisions/try", TryPolicyPage(board, router, clock)),
+        ("/decisions/behind", BehindPage(board, router, clock)),
+    ]
