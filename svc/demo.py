@@ -534,7 +534,10 @@ def run(config: Config, *, force: bool, end: datetime, out: TextIO, err: TextIO)
         f"the story ends at {filled.end:%Y-%m-%d %H:%M} UTC.\n"
         f"svc demo: now `svc run` (the web board, the API and the jobs process, which finishes bay releases) with "
         f"the same environment, and open http://{config.host}:{config.port}/ (the credentials are in "
-        f"{config.data_dir / 'credentials.env'} unless SVC_BASIC_AUTH is set).",
+        f"{config.data_dir / 'credentials.env'} unless SVC_BASIC_AUTH is set).\n"
+        f"svc demo: the router judged with SVC_ROUTER_ALLOWLIST={','.join(sorted(DEMO_ALLOWLIST))}; run with it set "
+        "so, and the decisions page says whether the router was right and lets you try another policy (or: svc "
+        "backtest --fleet-size 2).",
         file=out,
     )
     return 0
