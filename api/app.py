@@ -81,10 +81,12 @@ def create_app(
     failures: FailedCredentials | None = None,
     people: PeopleCredentials | None = None,
     stage_listeners: tuple[StageListener, ...] = (),
+    outage: DatabaseOutage | None = None,
 ) -> falcon.App:
     """Build the app. `database` defaults to the one `config.database_url` names; its schema is migrated.
 
-    `stage_listeners` hear every stage change inside its transaction (the router adds its own).
+    `stage_listeners` hear every stage change inside its transaction (the router adds its own). `outage` is what
+    this process knows of a database outage (a fresh one by default), which /healthz and the board read.
     The config must carry its secrets already (see `Config.with_generated_credentials`): an app without a
     CI secret or basic credentials refuses those endpoints rather than running open.
     """
@@ -98,6 +100,8 @@ def create_app(
     # The router hears every stage change (queued through the outbox, so a change stays one insert dearer).
     board = Board(config, clock, stage_listeners=(queue_for_router, *stage_listeners))
     services = Services(config=config, clock=clock, board=board, router=ShadowRouter(config, clock))
+    if outage is not None:  # a test's, to look at or to feed
+        services.outage = outage
     services.writing = WritingAgent(config, clock, services.board)
     services.ops = OpsAgents(config, clock, board=services.board)
     services.metrics = Metrics(clock, heartbeat_age=heartbeat_age)

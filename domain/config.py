@@ -80,6 +80,8 @@ class Config:
     bay_wipe_command: tuple[str, ...] | None = None
     bay_wipe_timeout: float = 120.0
     max_body_bytes: int = 1_048_576
+    # /healthz fails (503) when the file system of SQLite's file has less than this left.
+    min_free_disk_mb: int = 64
     # Reverse proxies whose forwarding headers say who the client is (a lone address is a /32 or /128 network);
     # empty: no forwarding header is ever believed, the client is the connection's peer.
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
@@ -217,6 +219,7 @@ class Config:
             bay_wipe_command=env.command("SVC_BAY_WIPE_COMMAND"),
             bay_wipe_timeout=env.number("SVC_BAY_WIPE_TIMEOUT", 120.0, low=1, high=3600),
             max_body_bytes=env.integer("SVC_MAX_BODY_BYTES", 1_048_576, low=1024, high=64 * 1_048_576),
+            min_free_disk_mb=env.integer("SVC_MIN_FREE_DISK_MB", 64, low=0, high=1 << 40),
             trusted_proxies=env.networks("SVC_TRUSTED_PROXY"),
             trusted_proxy_count=env.integer("SVC_TRUSTED_PROXY_COUNT", 1, low=1, high=10),
             trusted_proxy_headers=env.proxy_headers("SVC_TRUSTED_PROXY_HEADERS"),

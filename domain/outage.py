@@ -26,6 +26,7 @@ class Current:
     cause: str
     since: float  # monotonic
     failures: int
+    last: float  # monotonic, the latest failure
 
 
 class DatabaseOutage:
@@ -45,10 +46,11 @@ class DatabaseOutage:
         """An operation found the database unusable: logs the first cause once per outage."""
         with self._lock:
             current = self._current
+            now = self.monotonic()
             if current is None:
-                self._current = Current(kind, cause, self.monotonic(), 1)
+                self._current = Current(kind, cause, now, 1, now)
             else:
-                self._current = Current(current.kind, current.cause, current.since, current.failures + 1)
+                self._current = Current(current.kind, current.cause, current.since, current.failures + 1, now)
         if current is None:
             self.log.error("database unavailable: %s", cause, extra={"kind": kind, "cause": cause})
 

@@ -320,6 +320,13 @@ def write(fn: Callable[[], T]) -> T:
             continue  # the database was rebound while we got here: submit to the new writer
 
 
+def sqlite_path() -> Path | None:
+    """The file of the bound SQLite database, or None (PostgreSQL, or SQLite in memory)."""
+    if isinstance(db.obj, SqliteDatabase) and db.obj.database != ":memory:":
+        return Path(db.obj.database)
+    return None
+
+
 def ping() -> tuple[bool, str]:
     """Run a trivial query; (ok, detail) for /healthz and the pulse."""
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from importlib import resources
 from urllib.parse import urlencode
 
@@ -14,7 +14,7 @@ from api import params
 from api.operations import CURSOR, Operation, Param
 from api.web import bays, decisions, freshness, router_right
 from api.web.render import page
-from domain import automation
+from domain import automation, health
 from domain.errors import NotFound
 from domain.ops import agents_strip
 from domain.router.gates import AGREED_INITIATIVE_STAGES
@@ -77,18 +77,35 @@ def person(req: falcon.Request) -> tuple[str, str | None, bool]:
     return (identity.actor, identity.role, identity.may_change)
 
 
+HEALTH_REUSE = timedelta(seconds=5)
+
+
 class BoardPage:
     operations = {
         "GET": _html("The web board: Needs-you, the agents strip, a column per stage, the bays and the wallet")
     }
 
-    def __init__(self, board, clock):
+    def __init__(self, board, clock, config, outage):
         self.board = board
         self.clock = clock
+        self.config = config
+        self.outage = outage
+        self._health: tuple[datetime, health.Health] | None = None
+
+    def _service_health(self, now: datetime) -> health.Health:
+        """The service's checks, reused for HEALTH_REUSE_SECONDS: the board is polled, and an unchanged board
+        answers 304 after a single statement; the checks cost four more."""
+        cached = self._health
+        if cached is None or not timedelta(0) <= now - cached[0] < HEALTH_REUSE:
+            cached = self._health = (now, health.health(self.config, now, self.outage))
+        return cached[1]
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         now = self.clock()
-        tag = freshness.etag(marks=self.board.marks(BOARD_PARTS), now=now, person=person(req))
+        # The service's failing checks show on the agents strip (a jobs process down, a disk filling up).
+        found = self._service_health(now)
+        problems = found.degraded
+        tag = freshness.etag(marks=self.board.marks(BOARD_PARTS), now=now, person=person(req), extra=problems)
         if freshness.unchanged(req, resp, tag):
             return
         strip = agents_strip.strip(now)
@@ -105,6 +122,8 @@ class BoardPage:
             needs_you=self.board.needs_you_list(limit=100),
             agents=strip,
             history=history,
+            health_problems=problems,
+            health_status=found.status,
             automation_enabled=toggle.enabled,
             automation_changed=toggle,
             **signed_in(req),
@@ -370,7 +389,7 @@ class Static:
 def routes(services) -> list[tuple[str, object]]:
     board, clock = services.board, services.clock
     return [
-        ("/", BoardPage(board, clock)),
+        ("/", BoardPage(board, clock, services.config, services.outage)),
         ("/fragments/needs-you", NeedsYouFragment(board, clock)),
         ("/initiatives", InitiativesPage(board, clock)),
         ("/tickets/{key}", TicketPage(board, services.router, clock)),

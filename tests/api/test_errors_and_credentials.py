@@ -92,7 +92,9 @@ def test_unknown_routes_and_methods_are_problem_json(api):
 
 
 def test_health_and_openapi_need_no_credentials(api):
-    assert api.get("/healthz", auth=None).json["status"] == "ok"
+    health = api.get("/healthz", auth=None)
+    # "degraded": no jobs process runs beside this app; it serves all the same.
+    assert (health.status_code, health.json["status"]) == (200, "degraded")
     assert api.get("/api/v1/openapi.json", auth=None).json["openapi"] == "3.1.0"
 
 

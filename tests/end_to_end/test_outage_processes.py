@@ -125,6 +125,12 @@ def test_an_outage_answers_503_and_the_hook_rides_it_out_recorded_once(tmp_path,
         assert int(refused.headers["Retry-After"]) >= 1
         again = requests.post(notify, json={"status": "SUCCESS"}, headers=ci, timeout=30)
         assert again.status_code == 503  # and the log says so once, below
+        # Health takes this process out: SQLite's disk refuses writes; PostgreSQL cannot be reached.
+        health = requests.get(base + "/healthz", timeout=10)
+        assert (health.status_code, health.json()["status"]) == (503, "failing")
+        failing = health.json()["checks"]["disk" if outage.sqlite else "database"]
+        assert failing["ok"] is False, health.json()
+        assert ("writes fail: SQLite: " if outage.sqlite else "unreachable") in failing["detail"]
 
         hook_log = tmp_path / "hook.log"
         with open(hook_log, "wb") as out:
