@@ -72,7 +72,7 @@ def send(base: str, which: str, count: int, offset: int) -> None:
     conn.close()
 
 
-def count(which: str, requests: int, warmup: int) -> float:
+def count(which: str, requests: int, warmup: int, keep: Path | None = None) -> float:
     with tempfile.TemporaryDirectory(prefix="svc-instr-") as tmp:
         work = Path(tmp)
         out = work / "callgrind.out"
@@ -88,6 +88,9 @@ def count(which: str, requests: int, warmup: int) -> float:
             proc.wait(timeout=120)
         dumps = sorted(work.glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
         text = dumps[-1].read_text(errors="replace") if dumps else ""
+        if keep is not None and dumps:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"callgrind.{which}").write_text(text)
         totals = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
         if not totals:
             raise RuntimeError(f"no callgrind dump for {which}: {[p.name for p in work.iterdir()]}")
@@ -99,13 +102,14 @@ def main() -> int:
     parser.add_argument("which", nargs="*", default=["floor", "notify", "events"])
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--keep", type=Path, help="keep each callgrind dump here (callgrind_annotate reads them)")
     args = parser.parse_args()
     if not shutil.which("valgrind"):
         print("bench/instructions.py needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 2
     figures = {}
     for which in args.which:
-        figures[which] = count(which, args.requests, args.warmup)
+        figures[which] = count(which, args.requests, args.warmup, args.keep)
         said = ""
         if which in ("notify", "events") and "floor" in figures:
             said = f"   {figures['floor'] / figures[which]:.2f} of the floor"

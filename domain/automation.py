@@ -43,7 +43,8 @@ def hidden_from_needs_you() -> tuple[str, ...]:
 
 def shown(rows: list[Ticket]) -> list[Ticket]:
     """`rows` as people see them: a hidden ticket's `needs_you` reads false (in memory; nothing is written)."""
-    hidden = hidden_from_needs_you() if any(r.key == WRITING_TICKET_KEY for r in rows) else ()
+    # Only a writing ticket that would be on the list can be hidden: for any other row, nothing to read.
+    hidden = hidden_from_needs_you() if any(r.key == WRITING_TICKET_KEY and r.needs_you for r in rows) else ()
     for row in rows:
         if row.key in hidden:
             row.needs_you = False

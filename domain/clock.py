@@ -17,7 +17,9 @@ def iso(value: datetime | None) -> str | None:
     """ISO 8601 UTC with a Z suffix (the contract's timestamp form), or None."""
     if value is None:
         return None
-    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" is its end
 
 
 def shifted(offset_seconds: float, base: Clock = system_clock) -> Clock:

@@ -26,13 +26,25 @@ from storage.db import db
 class UTCDateTimeField(DateTimeField):
     """Aware UTC datetimes in Python, naive UTC in the database (portable across SQLite and PostgreSQL)."""
 
+    # A unit of work stamps one `now` on every row and column it writes (a notify: eight times): the last value
+    # converted, by identity, with the database kind it was converted for (a datetime never changes).
+    _last: tuple = (None, None, None)
+
     def db_value(self, value):
         if isinstance(value, datetime):  # the common case, on every row written: no conversion beyond this
-            if value.tzinfo is not None:
-                value = (value if value.tzinfo is UTC else value.astimezone(UTC)).replace(tzinfo=None)
+            sqlite = isinstance(db.obj, SqliteDatabase)
+            last = UTCDateTimeField._last
+            if last[0] is value and last[1] is sqlite:
+                return last[2]
+            converted = value
+            if converted.tzinfo is not None:
+                converted = (converted if converted.tzinfo is UTC else converted.astimezone(UTC)).replace(tzinfo=None)
             # SQLite keeps the text sqlite3's default adapter would write; writing it here spares a Python
             # callback per value inside every statement (and that adapter is deprecated from Python 3.12).
-            return value.isoformat(" ") if isinstance(db.obj, SqliteDatabase) else value
+            if sqlite:
+                converted = converted.isoformat(" ")
+            UTCDateTimeField._last = (value, sqlite, converted)
+            return converted
         return super().db_value(value)
 
     def python_value(self, value):
