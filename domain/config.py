@@ -80,6 +80,11 @@ class Config:
     bay_wipe_command: tuple[str, ...] | None = None
     bay_wipe_timeout: float = 120.0
     max_body_bytes: int = 1_048_576
+    # What one slow or crowding client may hold (svc/server.py): open connections per client address (trusted
+    # proxies exempt), seconds for a request's headers, bytes a second for its body after that grace.
+    max_connections_per_client: int = 20
+    request_header_timeout: float = 10.0
+    request_body_min_rate: float = 500.0
     # /healthz fails (503) when the file system of SQLite's file has less than this left.
     min_free_disk_mb: int = 64
     # Reverse proxies whose forwarding headers say who the client is (a lone address is a /32 or /128 network);
@@ -219,6 +224,9 @@ class Config:
             bay_wipe_command=env.command("SVC_BAY_WIPE_COMMAND"),
             bay_wipe_timeout=env.number("SVC_BAY_WIPE_TIMEOUT", 120.0, low=1, high=3600),
             max_body_bytes=env.integer("SVC_MAX_BODY_BYTES", 1_048_576, low=1024, high=64 * 1_048_576),
+            max_connections_per_client=env.integer("SVC_MAX_CONNECTIONS_PER_CLIENT", 20, low=1, high=10_000),
+            request_header_timeout=env.number("SVC_REQUEST_HEADER_TIMEOUT", 10.0, low=1, high=600),
+            request_body_min_rate=env.number("SVC_REQUEST_BODY_MIN_RATE", 500.0, low=1, high=1e9),
             min_free_disk_mb=env.integer("SVC_MIN_FREE_DISK_MB", 64, low=0, high=1 << 40),
             trusted_proxies=env.networks("SVC_TRUSTED_PROXY"),
             trusted_proxy_count=env.integer("SVC_TRUSTED_PROXY_COUNT", 1, low=1, high=10),

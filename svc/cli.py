@@ -62,9 +62,8 @@ def warn_about_forge_secret(config: Config) -> None:
 
 @command("serve")
 def serve(args: argparse.Namespace, config: Config | None = None) -> int:
-    import waitress
-
     from api import create_app, proxies
+    from svc import server as guarded
 
     config = config or server_config(args)
     app = proxies.TrustedProxies.from_config(create_app(config), config)
@@ -73,7 +72,10 @@ def serve(args: argparse.Namespace, config: Config | None = None) -> int:
         f"{proxies.describe(config)}",
         flush=True,
     )
-    waitress.serve(app, host=config.host, port=config.port, **server_settings(config))
+    server = guarded.create_server(
+        app, limits=client_limits(config), host=config.host, port=config.port, **server_settings(config)
+    )
+    server.run()
     return 0
 
 
@@ -88,8 +90,19 @@ def server_settings(config: Config) -> dict[str, Any]:
         # TrustedProxies reads the forwarding headers of trusted proxies and removes everyone else's; waitress
         # must leave them in place for it (its own trusted_proxy takes a single address, see api/proxies.py).
         "clear_untrusted_proxy_headers": False,
+        # An idle kept-alive connection between requests; a request's own deadlines are client_limits' (and the
+        # loop looks at them every second).
         "channel_timeout": 60,
+        "cleanup_interval": 1,
     }
+
+
+def client_limits(config: Config):
+    """What one client may hold of `svc serve` (svc/server.py); trusted proxies are exempt from the per-address
+    cap, since every client behind them shares their address."""
+    from svc import server as guarded
+
+    return guarded.limits_of(config, config.trusted_proxies)
 
 
 @command("jobs")

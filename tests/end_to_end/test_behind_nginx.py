@@ -1,0 +1,49 @@
+"""`svc serve` behind Debian's nginx with the configuration docs/operating.md gives: the slow-client attack that
+`test_slow_clients.py` sends to the service directly is held by nginx and never reaches the service, while
+everyone else is served through it; the service believes nginx's X-Forwarded-For (SVC_TRUSTED_PROXY), so its log
+names each client."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+from nginx_kit import Nginx
+from slow_clients import Dribble
+
+from processes import start_service
+
+pytestmark = pytest.mark.process
+
+SECRET = "nginx-ci-secret-0123456789abcdef"
+
+
+def test_the_documented_nginx_holds_a_slow_client_attack_away_from_the_service(tmp_path, database_url):
+    server, base = start_service(tmp_path, database_url, SVC_CI_WEBHOOK_SECRET=SECRET, SVC_TRUSTED_PROXY="127.0.0.1")
+    proxy = attack = None
+    try:
+        proxy = Nginx(tmp_path / "nginx", upstream_port=int(base.rsplit(":", 1)[1]))
+        attack = Dribble(proxy.port, source="127.0.0.2", count=150)
+        health = requests.get(proxy.base + "/healthz", timeout=10)
+        notify = requests.post(
+            proxy.base + "/api/v1/agents/writing/notify",
+            json={"status": "FAIL_QA"},
+            headers={"X-Svc-CI-Secret": SECRET},
+            timeout=10,
+        )
+        assert health.status_code == 200, proxy.errors()
+        assert notify.status_code == 200, notify.text
+    finally:
+        if attack is not None:
+            attack.stop()
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
+
+    lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
+    requests_seen = [line for line in lines if line.get("logger") == "svc.access"]
+    # The service saw the two requests (and nginx's start-up probe), each from its client; nothing of the attack.
+    assert {line["client"] for line in requests_seen} == {"127.0.0.1"}
+    assert [line["route"] for line in requests_seen][-2:] == ["/healthz", "/api/v1/agents/writing/notify"]
+    assert not [line for line in lines if line.get("logger") == "svc.server"]  # no connection it had to refuse
