@@ -1,7 +1,7 @@
 """`make bench`: each benchmark measures the service and its physical limit in the same run, on the same
 server settings, and prints the figures with their ratio. Raw figures go to bench/out/<date>.json.
 
-    python bench/run.py [http|growth|replay|memory|accounts ...] [--seconds N] [--database URL]
+    python bench/run.py [http|growth|replay|backtest|memory|accounts ...] [--seconds N] [--database URL]
 """
 
 from __future__ import annotations
@@ -248,6 +248,10 @@ def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
     finally:
         for service, _, _ in servers.values():
             service.stop()
+    largest = max(sizes)
+    LARGEST_BOARD.update(
+        url=database_url(work / f"growth-{largest}", db_override), data=work / f"growth-{largest}", tickets=largest
+    )
     names = list(figures[sizes[0]])
     print("   " + f"{'':<20}" + "".join(f"{s:>12,}" for s in sizes) + "   ratio largest/smallest")
     ratios = {}
@@ -278,6 +282,8 @@ def _growth_figures(servers: dict[int, tuple], rounds: int = 300) -> dict:
             "decisions page": "/api/v1/router/decisions?limit=50",
             "decisions page 21": f"/api/v1/router/decisions?limit=50&cursor={deep}",
             "tickets page": "/api/v1/tickets?limit=50",
+            # The router's scorecard over the whole history: kept days, never a scan of it.
+            "scorecard": "/api/v1/router/scorecard",
         }
     times: dict[int, dict[str, list[float]]] = {size: {name: [] for name in paths[size]} for size in servers}
     for round_ in range(rounds + 20):
@@ -336,6 +342,7 @@ def replay(work: Path, lines: int) -> dict:
     for figures in (floor, full, quarter):
         figures.pop("stdout")
     return {
+        "lines": lines,
         "floor": floor,
         "replay": full,
         "replay_quarter": quarter,
@@ -344,6 +351,99 @@ def replay(work: Path, lines: int) -> dict:
         "memory_ratio": memory,
         "check": check_text,
         "check_ok": checked,
+    }
+
+
+# The growth benchmark's largest board (1,000,000 decisions at the default sizes), for the backtest benchmark.
+LARGEST_BOARD: dict = {}
+
+
+def backtest(work: Path, replay_result: dict | None, db_override: str | None) -> dict:
+    """`svc backtest` over the growth benchmark's largest history: decisions per second against `svc replay`'s
+    lines per second in the same run, and memory at a quarter of the range and at all of it."""
+    if not LARGEST_BOARD:
+        data = work / "backtest"
+        data.mkdir()
+        url = database_url(data, db_override)
+        if db_override:
+            _reset_postgres(db_override)
+        seed.open_db(url)
+        seed.tickets(100_000)
+        seed.decisions(1_000_000, 100_000)
+        LARGEST_BOARD.update(url=url, data=data, tickets=100_000)
+    url, data = LARGEST_BOARD["url"], LARGEST_BOARD["data"]
+    seed.open_db(url)
+    with seed.storage_db.connection():
+        from storage.models import RouterDecision
+
+        total = RouterDecision.select().where(RouterDecision.outcome != "rejected").count()
+        first = RouterDecision.select(seed.fn.MIN(RouterDecision.evaluated_at)).scalar()
+        last = RouterDecision.select(seed.fn.MAX(RouterDecision.evaluated_at)).scalar()
+        first, last = (RouterDecision.evaluated_at.python_value(v) for v in (first, last))
+        cut = last - (last - first) / 4
+        in_quarter = (
+            RouterDecision.select()
+            .where((RouterDecision.outcome != "rejected") & (RouterDecision.evaluated_at >= cut))
+            .count()
+        )
+    print(f"\n== Backtest: `svc backtest` over {total:,} recorded decisions (the growth benchmark's largest board)")
+    svc = str(Path(sys.executable).with_name("svc"))
+    env = ["env", f"DATABASE_URL={url}", f"SVC_DATA_DIR={data}", "SVC_ROUTER_ALLOWLIST=" + ",".join(seed.ALLOWLIST)]
+    since = cut.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    recorded = _measure([*env, svc, "backtest", "--format", "json"], keep_stdout=True)
+    full = _measure([*env, svc, "backtest", "--retry-budget", "3", "--format", "json"], keep_stdout=True)
+    quarter = _measure(
+        [*env, svc, "backtest", "--retry-budget", "3", "--since", since, "--format", "json"], keep_stdout=True
+    )
+    reports = {
+        name: json.loads(m.pop("stdout")) for name, m in (("recorded", recorded), ("full", full), ("quarter", quarter))
+    }
+    rate = reports["full"]["evaluated"] / full["cpu_seconds"]
+    wall_rate = reports["full"]["evaluated"] / full["seconds"]
+    memory = full["max_rss_kib"] / quarter["max_rss_kib"]
+    print(
+        f"   svc backtest --retry-budget 3       {full['seconds']:7.2f} s   {wall_rate:9.0f} decisions/s"
+        f"   cpu {full['cpu_seconds']:6.2f} s ({rate:,.0f} decisions/s by cpu); flipped {reports['full']['flipped']:,}"
+    )
+    verdict_text = "no replay figure in this run"
+    ratio = None
+    if replay_result:
+        replay_rate = replay_result["lines"] / replay_result["replay"]["cpu_seconds"]
+        ratio = rate / replay_rate
+        verdict_text = f"{ratio:.2f} x svc replay's {replay_rate:,.0f} lines/s by cpu ({verdict(ratio, 1.0)})"
+    print(f"   against replay: {verdict_text}")
+    print(
+        f"   memory: max RSS {quarter['max_rss_kib'] / 1024:.1f} MiB at {reports['quarter']['evaluated']:,} decisions, "
+        f"{full['max_rss_kib'] / 1024:.1f} MiB at {reports['full']['evaluated']:,}: x{memory:.2f} "
+        f"({'flat' if memory < 1.2 else 'GROWS'})"
+    )
+    same = reports["recorded"]
+    checks = [
+        (same["evaluated"] == total and reports["full"]["evaluated"] == total, "every accepted decision evaluated"),
+        (reports["quarter"]["evaluated"] == in_quarter, "the quarter range evaluated exactly the decisions in it"),
+        (same["flipped"] == 0 and same["unchanged"] == total, "under the recorded policy nothing flips"),
+        (
+            all(r["unchanged"] + r["flipped"] + r["not_replayable"] == r["evaluated"] for r in reports.values()),
+            "unchanged + flipped + not replayable = evaluated",
+        ),
+        (reports["full"]["flipped"] > 0, "the candidate (retry budget 3) flips some"),
+    ]
+    ok = all(passed for passed, _ in checks)
+    print(
+        "   requests: "
+        + "; ".join(f"{what}: {'ok' if passed else 'FAILED'}" for passed, what in checks)
+        + f"   load average {os.getloadavg()[0]:.2f}"
+    )
+    return {
+        "decisions": total,
+        "recorded_policy": recorded,
+        "candidate": full,
+        "candidate_quarter": quarter,
+        "reports": {name: {k: v for k, v in r.items() if k != "flips"} for name, r in reports.items()},
+        "decisions_per_cpu_second": rate,
+        "ratio_to_replay": ratio,
+        "memory_ratio": memory,
+        "checks_ok": ok,
     }
 
 
@@ -552,7 +652,7 @@ def machine() -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", nargs="*", default=["http", "growth", "replay", "memory", "accounts"])
+    parser.add_argument("which", nargs="*", default=["http", "growth", "replay", "backtest", "memory", "accounts"])
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per throughput figure")
     parser.add_argument("--sizes", default="1000,10000,100000", help="board sizes for the growth benchmark")
     parser.add_argument("--replay-lines", type=int, default=200_000)
@@ -575,6 +675,8 @@ def main() -> int:
             results["growth"] = growth(work, [int(s) for s in args.sizes.split(",")], args.database)
         if "replay" in args.which:
             results["replay"] = replay(work, args.replay_lines)
+        if "backtest" in args.which:
+            results["backtest"] = backtest(work, results.get("replay"), args.database)
         if "memory" in args.which:
             results["memory"] = memory(work, args.database)
         if "accounts" in args.which:

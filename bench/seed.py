@@ -3,15 +3,16 @@ board — tickets in every stage, a share of them needing someone, decisions of 
 
 from __future__ import annotations
 
-import json
 import random
 from datetime import UTC, datetime, timedelta
+
+from peewee import fn
 
 from machines.stages import STAGES, needs_you
 from storage import db as storage_db
 from storage import migrations
 from storage import tickets as storage_tickets
-from storage.models import AgentRun, Initiative, RouterDecision, Ticket
+from storage.models import AgentRun, Initiative, RouterDecision, ScorecardEntry, Ticket
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 # Most of a real board is finished work; a few percent sit at a human gate.
@@ -28,7 +29,6 @@ STAGE_WEIGHTS = {
     "cancelled": 6,
 }
 WAITING = [None, None, None, None, "agent", "ci", "topic_refill", "agent_failed"]
-OUTCOMES = ["blocked", "blocked", "blocked", "would_dispatch", "no_action", "rejected"]
 
 
 def open_db(url: str) -> None:
@@ -99,34 +99,90 @@ def tickets(count: int, *, seed: int = 7) -> None:
         storage_tickets.recount()  # written behind the service's back, so count them as a migration would
 
 
+# The policy the seeded decisions were taken under (and the backtest benchmark's baseline).
+ALLOWLIST = ("gitlab:gitlab-ci", "linear:ada", "svc:ada")
+ACTORS = (*ALLOWLIST, "github:bob")
+BOARD_STAGES = ("queued", "execute", "ci", "human_test", "blocked")
+
+
 def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
+    """`count` decisions a second apart up to NOW, each evaluated by the router's own gates against facts drawn
+    for it (so they are what the live router would have recorded, and a backtest under their policy flips none),
+    with the scorecard entries the live router keeps: red pipelines for the fixer, moves to execute for the coder,
+    a sixth of them broken envelopes, and about half of the judged ones taken up within hours."""
+    from collections import deque
+
+    from domain.router.board_view import RETRY_WINDOW, Facts, RecordedBoardView
+    from domain.router.evaluation import WOULD_DISPATCH, evaluate
+    from domain.router.gates import Policy
+
     rng = random.Random(seed)
-    gates = json.loads(
-        json.dumps(
-            [
-                {"gate": g, "passed": True, "reason": "ok"}
-                for g in ["authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget"]
-            ]
-        )
-    )
-    rows = []
+    policy = Policy(frozenset(ALLOWLIST))
+    recorded_policy = policy.as_dict()
+    dispatched: dict[str, deque] = {}
+    rows, entries = [], []
     for n in range(count):
-        outcome = rng.choice(OUTCOMES)
+        at = NOW - timedelta(seconds=count - n)
+        key = f"PORT-{rng.randrange(1, ticket_count + 1)}"
+        roll = rng.random()
+        if roll < 1 / 6:
+            broken = {"schema": "svc.normalized-event/v0", "id": f"bench:{n}", "source": "ci"}
+            rows.append((f"bench:{n}", at, "shadow", "ci", None, None, "rejected", None, [], broken, None, None, None))
+            continue
+        fixer = roll < 2 / 3
+        envelope = {
+            "schema": "svc.normalized-event/v0",
+            "id": f"bench:{n}",
+            "occurred_at": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "source": "ci" if fixer else "tracker",
+            "transition": {"kind": "pipeline_failed"}
+            if fixer
+            else {"kind": "state_changed", "from": "queued", "to": "execute"},
+            "subject": {"type": "ticket", "id": key},
+            "actor": {
+                "kind": "system" if fixer else "human",
+                "id": "gitlab:gitlab-ci" if fixer else rng.choice(ACTORS),
+                "roles": [],
+            },
+            "dispatch_hints": {"eligible_for_worker": True, "blocked_reason": None, "suggested_role": None},
+        }
+        if fixer:
+            envelope["forge"] = {"pr_number": 7, "branch": key.lower(), "pipeline_id": n, "pipeline_status": "failure"}
+        times = dispatched.setdefault(key, deque())
+        while times and times[0] < at - RETRY_WINDOW:
+            times.popleft()
+        facts = Facts(
+            ticket_stage=rng.choice(BOARD_STAGES),
+            ticket_initiative_id="bench",
+            initiative_stage="active" if rng.random() < 0.95 else "agree",
+            wallet_locked=rng.random() < 0.02,
+            slots_held_by_others=rng.choice((0, 0, 0, 1, 2)),
+            fixer_dispatches=len(times) if fixer else None,
+        )
+        result = evaluate(envelope, RecordedBoardView(facts, key), policy, now=at)
+        if result.outcome == WOULD_DISPATCH and result.role == "fixer":
+            times.append(at)
         rows.append(
             (
                 f"bench:{n}",
-                NOW - timedelta(seconds=count - n),
+                at,
                 "shadow",
-                "ci",
-                "pipeline_failed",
-                f"PORT-{rng.randrange(1, ticket_count + 1)}",
-                outcome,
-                "fixer" if outcome != "rejected" else None,
-                gates if outcome != "rejected" else [],
+                envelope["source"],
+                envelope["transition"]["kind"],
+                key,
+                result.outcome,
+                result.role,
+                result.gates,
+                envelope,
                 None,
-                None,
+                recorded_policy,
+                facts.as_dict(),
             )
         )
+        if result.role and result.outcome in ("would_dispatch", "blocked"):
+            taken = at + timedelta(minutes=rng.randrange(5, 600)) if rng.random() < 0.5 else None
+            failed = ",".join(g["gate"] for g in result.gates if not g["passed"])
+            entries.append((len(rows), key, result.role, result.outcome, failed, at, taken))
     columns = [
         "event_id",
         "evaluated_at",
@@ -139,8 +195,18 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
         "gates",
         "envelope",
         "errors",
+        "policy",
+        "facts",
     ]
+    with storage_db.connection():
+        first_id = (RouterDecision.select(fn.MAX(RouterDecision.id)).scalar() or 0) + 1
     _executemany(RouterDecision, columns, rows)
+    # Ids follow the insertion order from the first free one: the n-th row inserted has id first_id + n - 1.
+    _executemany(
+        ScorecardEntry,
+        ["decision", "subject_id", "role", "outcome", "failed_gates", "evaluated_at", "taken_up_at"],
+        [(first_id + index - 1, *rest) for index, *rest in entries],
+    )
 
 
 def runs(per_agent: int = 200) -> None:

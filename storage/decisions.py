@@ -3,7 +3,7 @@ and the dedup of event ids."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from peewee import fn
@@ -139,7 +139,6 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
         f'ORDER BY "id" LIMIT {int(batch)}'
     )
     key = ("for_backtest", since is not None, until is not None, batch)
-    convert = RouterDecision.evaluated_at.python_value
     after = 0
     while True:
         values = [*params, after]
@@ -149,10 +148,18 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
             values.append(RouterDecision.evaluated_at.db_value(until))
         found = statements.all_rows(key, sql, values)
         for row in found:
-            yield (*row[:4], convert(row[4]), *row[5:])
+            yield (*row[:4], _moment(row[4]), *row[5:])
         if len(found) < batch:
             return
         after = found[-1][0]
+
+
+def _moment(value: Any) -> datetime:
+    """A stored evaluation time as an aware UTC datetime: SQLite's text read directly (peewee's general parser
+    is a third of a backtest's time), PostgreSQL's datetime as it comes."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def get(decision_id: int) -> RouterDecision | None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from domain.router.board_view import RETRY_WINDOW, Facts, RecordedBoardView
 from domain.router.evaluation import WOULD_DISPATCH, evaluate
 from domain.router.gates import GATE_NAMES, Policy
@@ -152,8 +154,8 @@ def backtest(
         if facts is None:
             report.not_replayable += 1
             continue
-        envelope, recorded_facts, recorded_gates = _load(envelope), Facts.from_dict(_load(facts)), _load(gates)
-        view = RecordedBoardView(recorded_facts, subject_id, ledger.more)
+        view = RecordedBoardView(Facts.from_dict(_load(facts)), subject_id, ledger.more)
+        envelope = _load(envelope)
         if candidate is not None:
             policy = candidate
         else:
@@ -172,7 +174,7 @@ def backtest(
         if result.outcome == outcome:
             report.unchanged += 1
         else:
-            was = {g["gate"]: g["passed"] for g in recorded_gates}
+            was = {g["gate"]: g["passed"] for g in _load(gates)}
             changed = tuple(g["gate"] for g in result.gates if was.get(g["gate"]) != g["passed"])
             report.add_flip(Flip(decision_id, event_id, subject_id, outcome, result.outcome, changed))
         seen += 1
@@ -182,4 +184,10 @@ def backtest(
 
 
 def _load(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+    """A JSON column as stored (text), or already parsed (tuples given by a caller)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:  # what orjson refuses and json reads (an integer beyond 64 bits)
+        return json.loads(value)

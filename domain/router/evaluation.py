@@ -34,9 +34,11 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
     results = []
     passed = True
     for gate in GATES:
-        result = gate(given)
-        passed = passed and result.passed
-        results.append(result.as_dict())
+        # Each gate's verdict as the decision records it (`GateResult.as_dict`'s shape), built directly: this
+        # loop runs six times for every event, replayed line and backtested decision.
+        ok, reason = gate.check(given)
+        passed = passed and ok
+        results.append({"gate": gate.name, "passed": ok, "reason": reason})
     if not passed:
         outcome = BLOCKED
     elif role is not None:

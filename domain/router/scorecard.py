@@ -159,7 +159,9 @@ def _overall(counts: Counter) -> dict[str, Any]:
 def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, window: timedelta) -> Scorecard:
     """The scorecard of the decisions evaluated in [since, until) (until defaults to now), judged at `now`."""
     until = min(until or now, now)
-    start = since if since is not None else rows.first_at()
+    first = rows.first_at() if since is None else None
+    # The whole history: from the start of its first day, so that day too is whole and kept once settled.
+    start = since if since is not None else (_midnight(first.astimezone(UTC).date()) if first else None)
     total: Counter = Counter()
     by_week: dict[date, Counter] = {}
     seconds = int(window.total_seconds())
