@@ -207,6 +207,9 @@ def _explain(error) -> list[Violation]:
         deepest = max(error.context, key=lambda e: len(e.absolute_path))
         return _explain(deepest)
     message = error.message
+    if error.validator == "pattern" and isinstance(error.schema, dict) and error.schema.get("description"):
+        # A regular expression is no answer for a person: say the form in the words the schema gives it.
+        message = f"{error.instance!r} is not in the expected form: {error.schema['description']}"
     if error.validator == "const" and isinstance(error.validator_value, str):
         message = f"must be {error.validator_value!r}"
     return [Violation(_pointer(path), message)]

@@ -4,7 +4,7 @@ Starts `svc demo` and then `svc serve` on their own temporary data directory and
 `./var` or `$DATABASE_URL` is touched), opens the pages in headless Chromium (Debian's, driven by Playwright)
 and writes PNG files:
 
-- `board.png`: the board at desktop width (Needs-you, the agents strip, the columns);
+- `board.png`: the board at a laptop's width, 1280 px (Needs-you, the agents strip, every column in view);
 - `board-phone.png`: the top of the board at phone width;
 - `decisions.png`: the router decisions page;
 - `initiatives.png`: the initiatives, their tickets' counts and the controls that agree them;
@@ -45,7 +45,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--font-render-hinting=none",
 ]
-DESKTOP = {"width": 1600, "height": 1000}
+# A laptop's width: every stage of the board must be in view there without scrolling sideways.
+DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 

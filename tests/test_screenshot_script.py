@@ -40,6 +40,6 @@ def test_the_script_writes_the_board_the_decisions_and_a_ticket_page(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     sizes = {path.name: png_size(path) for path in tmp_path.glob("*.png")}
     assert set(sizes) == {"board.png", "board-phone.png", "decisions.png", "initiatives.png", "ticket.png"}
-    assert sizes["board.png"][0] == 1600 and sizes["board.png"][1] > 1000  # the whole board, not a blank page
+    assert sizes["board.png"][0] == 1280 and sizes["board.png"][1] > 900  # the whole board, not a blank page
     assert sizes["board-phone.png"] == (390 * 2, 844 * 2)
     assert "svc demo: 18 tickets" in done.stdout

@@ -15,11 +15,11 @@ from api.operations import CURSOR, Operation, Param
 from api.web import bays, decisions, freshness, router_right
 from api.web.render import page
 from domain import automation, health
-from domain.errors import NotFound
+from domain.errors import InvalidQuery, NotFound
 from domain.ops import agents_strip
 from domain.router.gates import AGREED_INITIATIVE_STAGES
 from domain.router.shadow import OUTCOMES, SOURCES
-from machines.stages import LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
+from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage import runs
 from storage import wallet as storage_wallet
 
@@ -129,6 +129,8 @@ class BoardPage:
             **signed_in(req),
             columns=columns,
             stages=STAGES,
+            # Folded into one narrow column, so every stage is in view at a laptop's width.
+            folded_stages=tuple(stage for stage in STAGES if stage in FINAL_STAGES),
             writing_key=WRITING_TICKET_KEY,
             waiting_choices=WAITING_ON,
             initiatives=choices,
@@ -326,15 +328,20 @@ class DecisionsPage:
         self.clock = clock
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        filters = {
-            "outcome": params.choice(req, "outcome", OUTCOMES),
-            "source": params.choice(req, "source", SOURCES),
-            "subject_id": _subject(req),
-            "since": _since(req),
-        }
+        now = self.clock()
+        try:
+            filters = {
+                "outcome": params.choice(req, "outcome", OUTCOMES),
+                "source": params.choice(req, "source", SOURCES),
+                "subject_id": _subject(req),
+                "since": _since(req),
+            }
+        except InvalidQuery as exc:
+            # A person who typed `?since=yesterday` reads a page that says what was wrong, not a problem document.
+            self._refused(req, resp, now, exc)
+            return
         cursor = params.cursor(req)
         window = router_right.window_of(req)
-        now = self.clock()
         tag = freshness.etag(marks=self.board.marks(DECISIONS_PARTS), now=now, person=person(req), extra=(window,))
         if freshness.unchanged(req, resp, tag):
             return
@@ -346,6 +353,7 @@ class DecisionsPage:
             "decisions.html",
             now=now,
             etag=tag,
+            refused=None,
             filters=filters,
             since_value=filters["since"].strftime("%Y-%m-%dT%H:%M:%S") if filters["since"] else "",
             filtered=bool(given),
@@ -357,6 +365,25 @@ class DecisionsPage:
             **router_right.scorecard_context(self.router, window_seconds=window),
             **signed_in(req),
         )
+
+    def _refused(self, req: falcon.Request, resp: falcon.Response, now: datetime, exc: InvalidQuery) -> None:
+        page(
+            resp,
+            "decisions.html",
+            now=now,
+            refused=f"{exc}",
+            filters=dict.fromkeys(("outcome", "source", "subject_id", "since")),
+            since_value="",
+            filtered=False,
+            decisions=[],
+            outcome_choices=decisions.OUTCOME_CHOICES,
+            source_choices=decisions.SOURCE_CHOICES,
+            older_url=None,
+            newest_url=None,
+            **router_right.scorecard_context(self.router, window_seconds=router_right.window_of(req)),
+            **signed_in(req),
+        )
+        resp.status = falcon.HTTP_400
 
 
 def _query_value(value: str | datetime) -> str:

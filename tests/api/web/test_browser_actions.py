@@ -520,3 +520,85 @@ def test_a_stale_wallet_save_is_refused_beside_the_form_and_keeps_the_colleagues
     )
     assert wallet(server)["budget"] == 50.0
     context.close()
+
+
+def test_every_stage_is_in_view_at_a_laptops_width(chromium, server):
+    """At 1280 px nothing scrolls sideways: the live stages side by side, blocked among them, done and cancelled
+    folded into one narrow column (their cards a click away)."""
+    api(server, "POST", "/api/v1/tickets/PORT-2/move", {"to": "blocked"})
+    api(
+        server, "POST", "/api/v1/tickets", {"key": "PORT-3", "initiative_id": "port", "title": "Old", "stage": "queued"}
+    )
+    api(server, "POST", "/api/v1/tickets/PORT-3/mark_done")
+    context, page = open_page(chromium, server + "/", viewport=DESKTOP)
+    assert DESKTOP["width"] == 1280
+    assert page.evaluate("document.documentElement.scrollWidth") <= DESKTOP["width"]
+    for stage in (
+        "agreement",
+        "queued",
+        "execute",
+        "ci",
+        "human_test",
+        "human_merge",
+        "ship",
+        "blocked",
+        "done",
+        "cancelled",
+    ):
+        box = page.locator(f'.column[data-stage="{stage}"] h3').bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= DESKTOP["width"], (stage, box)
+    blocked = card(page, "blocked", "PORT-2")
+    box = blocked.bounding_box()
+    assert box["x"] + box["width"] <= DESKTOP["width"]
+    assert not card(page, "done", "PORT-3").is_visible()  # folded
+    page.locator('.column[data-stage="done"] details.fold > summary').click()
+    expect(card(page, "done", "PORT-3")).to_be_visible()
+    context.close()
+
+
+def test_a_run_tooltip_stays_inside_the_window_at_phone_width(chromium, server):
+    api(server, "POST", "/api/v1/ops/pulse", {"post_to_chat": "never"})
+    context, page = open_page(chromium, server + "/", viewport=PHONE)
+    first = page.locator('li[data-agent="ops-daily-pulse"] .run-history .run').first
+    first.focus()
+    tip = first.locator(".tip")
+    expect(tip).to_be_visible()
+    box = tip.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    context.close()
+
+
+def test_an_overspent_wallet_says_so(chromium, server):
+    api(server, "PUT", "/api/v1/wallet", {"budget": 100, "spent": 180, "locked": False})
+    context, page = open_page(chromium, server + "/")
+    over = page.locator("#wallet-over")
+    expect(over).to_contain_text("! over budget")
+    expect(over).to_contain_text("80.00 spent beyond the budget")
+    expect(over).to_contain_text("lock the wallet to stop it")
+    api(server, "PUT", "/api/v1/wallet", {"budget": 200, "spent": 180, "locked": False})
+    expect(over).to_be_hidden(timeout=LIVE)
+    context.close()
+
+
+def test_a_refused_initiative_id_is_said_in_words(chromium, server):
+    context, page = open_page(chromium, server + "/initiatives")
+    page.get_by_label("Id").fill("billing 2026!")
+    page.get_by_label("Name", exact=True).fill("Billing")
+    page.get_by_role("button", name="Create initiative").click()
+    problem = page.locator("#new-initiative-problem")
+    expect(problem).to_contain_text("letters, digits, dots, underscores and hyphens")
+    assert "^[" not in problem.inner_text()  # no regular expression
+    context.close()
+
+
+def test_a_stale_automation_toggle_says_who_changed_it(chromium, server):
+    context, page = open_page(chromium, server + "/")
+    # The checkbox carries a tag the service no longer has (as after a change elsewhere this page missed).
+    page.evaluate("document.getElementById('writing-automation').dataset.ifMatch = '\"stale\"'")
+    page.get_by_label("Writing automation (scheduled catch-up)").click()
+    problem = page.locator("#writing-automation-problem")
+    expect(problem).to_contain_text("writing automation was turned on")
+    expect(problem).to_contain_text("Nothing was changed")
+    assert api_get(server, "/api/v1/agents/writing/automation")["enabled"] is True
+    expect(page.get_by_label("Writing automation (scheduled catch-up)")).to_be_checked()
+    context.close()

@@ -186,10 +186,11 @@ def test_older_pages_keep_a_since_filter_to_the_microsecond(routed, clock):
     assert len(second.decisions) == 55 - 50  # the pushes only: the earlier decisions are before `since`
 
 
-def test_a_filter_value_the_form_never_sends_is_refused(routed):
+def test_a_filter_value_the_form_never_sends_is_refused_on_a_page(routed):
     result = routed.get("/decisions?outcome=dispatched")
     assert result.status_code == 400
-    assert result.headers["content-type"] == "application/problem+json"
+    assert result.headers["content-type"].startswith("text/html")  # a page answers a page
+    assert "These filters cannot be read" in result.text and "outcome" in result.text
 
 
 def test_every_control_has_a_label(routed):
@@ -221,7 +222,9 @@ def test_since_shows_only_decisions_evaluated_from_then_on_as_the_api_does(route
 
     refused = routed.get("/decisions?since=yesterday")
     assert refused.status_code == 400
-    assert "since" in refused.json["detail"]
+    assert refused.headers["content-type"].startswith("text/html")
+    assert "These filters cannot be read — since: expected an ISO 8601 timestamp" in refused.text
+    assert "&#39;yesterday&#39;" in refused.text  # what was typed, named
 
 
 def test_the_page_needs_credentials(api):
