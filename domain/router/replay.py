@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import orjson
 
 from contracts.envelope import envelope_violations
-from domain.router.board_view import SnapshotBoardView
+from domain.router.board_view import RecordingBoardView, SnapshotBoardView
 from domain.router.evaluation import REJECTED, WOULD_DISPATCH, evaluate
 from domain.router.gates import Policy
 
@@ -35,6 +35,13 @@ class ReplaySummary:
     outcomes: Counter = field(default_factory=Counter)
     roles: Counter = field(default_factory=Counter)
     duplicates: int = 0
+    _policy: dict[str, Any] | None = None
+
+    def policy_recorded(self, policy: Policy) -> dict[str, Any]:
+        """The policy as each decision records it, worked out once per replay."""
+        if self._policy is None:
+            self._policy = policy.as_dict()
+        return self._policy
 
     def text(self) -> str:
         parts = ", ".join(f"{name} {self.outcomes.get(name, 0)}" for name in ("would_dispatch", "blocked", "no_action"))
@@ -115,7 +122,8 @@ def _one(
     if len(recent) > recent_ids:
         recent.popitem(last=False)
     now = datetime.fromisoformat(document["occurred_at"])  # the contract's timestamps end in Z, which 3.11 reads
-    result = evaluate(document, view, policy, now=now)
+    reading = RecordingBoardView(view)
+    result = evaluate(document, reading, policy, now=now)
     subject = document["subject"]
     if result.outcome == WOULD_DISPATCH:
         summary.roles[result.role] += 1
@@ -135,6 +143,9 @@ def _one(
         "gates": result.gates,
         "dispatched": False,
         "envelope": document,
+        # What the gates applied and read, as a live decision records them.
+        "policy": summary.policy_recorded(policy),
+        "facts": reading.facts.as_dict(),
     }
 
 
@@ -150,4 +161,6 @@ def _rejected(number: int, document: Any, errors: list[dict[str, str]]) -> dict[
         "dispatched": False,
         "errors": errors,
         "envelope": document,
+        "policy": None,
+        "facts": None,
     }

@@ -49,6 +49,18 @@ def test_replay_against_a_snapshot_prints_one_decision_per_line_and_a_summary(tm
     assert lines[3] == {"line": 4, "event_id": lines[0]["event_id"], "duplicate_of_line": 1, "dispatched": False}
     assert all(d["dispatched"] is False for d in lines)
     assert "envelope" not in lines[0]
+    # Each decision says what its gates applied and read, as a live one records it; a rejected line neither.
+    assert lines[0]["policy"]["allowlist"] == sorted(ALLOWLIST) and len(lines[0]["policy"]["version"]) == 12
+    assert set(lines[0]["facts"]) == {
+        "ticket_stage",
+        "ticket_initiative_id",
+        "initiative_stage",
+        "wallet_locked",
+        "slots_held_by_others",
+        "fixer_dispatches",
+    }
+    assert lines[2]["facts"]["fixer_dispatches"] == 0 and lines[5]["facts"]["fixer_dispatches"] == 1
+    assert (lines[8]["policy"], lines[8]["facts"]) == (None, None)
     assert result.stderr.strip().endswith(
         "replayed 9 line(s): would_dispatch 3, blocked 2, no_action 2, rejected 1, duplicates 1; "
         f"would dispatch by role: coder 1, fixer 2; against the snapshot {SNAPSHOT}"
