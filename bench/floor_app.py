@@ -107,6 +107,9 @@ def create_app(database: str, log_path: str) -> falcon.App:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+    # waitress warns on every request it queues while its threads are busy (every request, under load), through
+    # logging's last-resort handler: not work a durable write needs (the service samples them, svc/logs.py).
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     app = falcon.App(middleware=[AccessLog(log)])
     app.add_route("/floor", Notify(Writer(database)))
     app.add_route("/", Health())

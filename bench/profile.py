@@ -1,11 +1,13 @@
 """Where a request's time goes: `svc serve` under wrk load, sampled by py-spy, summed by function.
 
-    python bench/profile.py [notify|events] [--seconds N] [--gil] [--top N] [--raw FILE]
+    python bench/profile.py [notify|events|floor] [--seconds N] [--gil] [--pin] [--top N] [--raw FILE]
 
 py-spy (`pip install py-spy`) samples the running server from outside; it needs root or `--nonblocking`
 (used here). With `--gil` only the thread holding the GIL is sampled: that is where the CPU of a Python
 server bound by one interpreter goes. Each line is a share of the samples: `inclusive` counts a function
 with everything it called, `self` only its own frames. The server's CPU time per request is printed too.
+`floor` profiles the floor app (`floor_app.py`) the same way, for a side-by-side reading; `--pin` puts the
+server's threads on core 0 and wrk on core 1, as `make bench` measures its headline figures.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import seed
 TARGETS = {
     "notify": ("/api/v1/agents/writing/notify", bench.NOTIFY),
     "events": ("/api/v1/events", bench.EVENT),
+    "floor": ("/floor", bench.NOTIFY),
 }
 
 
@@ -65,6 +68,7 @@ def main() -> int:
     parser.add_argument("which", nargs="?", default="notify", choices=sorted(TARGETS))
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
+    parser.add_argument("--pin", action="store_true", help="server on core 0, wrk on core 1")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--raw", help="also keep py-spy's collapsed stacks in this file")
     args = parser.parse_args()
@@ -76,12 +80,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="svc-profile-") as tmp:
         work = Path(tmp)
         url = f"sqlite:///{work / 'svc.sqlite3'}"
-        seed.open_db(url)
-        seed.tickets(10_000)
-        service, base = harness.start_service(work, url)
+        headers = bench.CI
+        if args.which == "floor":
+            service, base, _ = harness.start_floor(work)
+            headers = {}
+        else:
+            seed.open_db(url)
+            seed.tickets(10_000)
+            service, base = harness.start_service(work, url)
         raw = Path(args.raw) if args.raw else work / "stacks.txt"
+        load_cpus = None
+        if args.pin and harness.cores() >= 2:
+            harness.pin(service, "0")
+            load_cpus = "1"
         try:
-            harness.run_load(base, "POST", path, body=body, headers=bench.CI, seconds=2)  # warm up
+            harness.run_load(base, "POST", path, body=body, headers=headers, seconds=2)  # warm up
             command = [spy, "record", "--nonblocking", "--rate", "250", "--format", "raw", "--output", str(raw)]
             command += ["--pid", str(service.proc.pid), "--duration", str(int(args.seconds))]
             sampler = subprocess.Popen(
@@ -89,12 +102,20 @@ def main() -> int:
             )
             time.sleep(0.5)
             load = harness.run_load(
-                base, "POST", path, body=body, headers=bench.CI, seconds=args.seconds - 1, process=service
+                base,
+                "POST",
+                path,
+                body=body,
+                headers=headers,
+                seconds=args.seconds - 1,
+                process=service,
+                load_cpus=load_cpus,
             )
             sampler.wait()
         finally:
             service.stop()
-        print(f"{args.which}: {load.line()}   (py-spy{' --gil' if args.gil else ''}, {int(args.seconds)} s)")
+        pinned = ", pinned" if load_cpus else ""
+        print(f"{args.which}: {load.line()}   (py-spy{' --gil' if args.gil else ''}, {int(args.seconds)} s{pinned})")
         print(summarize(raw, args.top))
     return 0
 

@@ -101,20 +101,49 @@ def connection() -> Iterator[None]:
 _sqlite_writer = threading.RLock()
 
 
-@contextlib.contextmanager
-def transaction() -> Iterator[None]:
+def transaction() -> _Transaction:
     """One unit of work: `with transaction(): ...` commits on success and rolls back on any exception."""
-    if isinstance(db.obj, PostgresqlDatabase):
-        with db.atomic():
-            yield
-        return
-    group = _group
-    if group is not None and group.batch_open and threading.get_ident() == group.ident:
-        with group.unit():
-            yield
-        return
-    with _sqlite_writer, db.atomic():
-        yield
+    return _Transaction()
+
+
+class _Transaction:
+    """`transaction()`'s context (a class: every unit of work enters one, and a generator-based context costs more).
+
+    PostgreSQL: a transaction, or a savepoint inside one. SQLite on the group-commit writer: the unit's own part
+    of the batch's transaction (see `GroupCommit.begin_unit`). SQLite elsewhere: the process's writer lock and a
+    transaction (or a savepoint inside one).
+    """
+
+    __slots__ = ("atomic", "group", "locked", "mark")
+
+    def __enter__(self) -> None:
+        self.group = self.atomic = None
+        self.locked = False
+        if not isinstance(db.obj, PostgresqlDatabase):
+            group = _group
+            if group is not None and group.batch_open and threading.get_ident() == group.ident:
+                self.group = group
+                self.mark = group.begin_unit()
+                return
+            _sqlite_writer.acquire()
+            self.locked = True
+        try:
+            self.atomic = db.atomic()
+            self.atomic.__enter__()
+        except BaseException:
+            if self.locked:
+                _sqlite_writer.release()
+            raise
+
+    def __exit__(self, kind, error, trace) -> bool:
+        if self.group is not None:
+            self.group.end_unit(self.mark, failed=kind is not None)
+            return False
+        try:
+            return bool(self.atomic.__exit__(kind, error, trace))
+        finally:
+            if self.locked:
+                _sqlite_writer.release()
 
 
 class GroupCommitClosed(RuntimeError):
@@ -186,35 +215,34 @@ class GroupCommit:
         if wait and threading.current_thread() is not self._thread:
             self._thread.join()
 
-    @contextlib.contextmanager
-    def unit(self) -> Iterator[None]:
-        """A unit's own transaction inside the batch's, on the writer thread.
+    def begin_unit(self) -> bool:
+        """Begin a unit's own transaction inside the batch's, on the writer thread; True when it took a savepoint.
 
         The batch's first unit needs no savepoint: when it fails, nothing else is in the transaction, so the
         whole transaction is rolled back and begun again. Every later unit (or a transaction nested in a unit)
         gets a savepoint, so a failure takes back only itself.
         """
-        conn = self.database.connection()
         if self._fresh:
             self._fresh = False
-            try:
-                yield
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                    conn.execute("BEGIN IMMEDIATE")
-                    self._fresh = True
-                raise
-            return
-        conn.execute(self.SAVEPOINT)
-        try:
-            yield
-        except BaseException:
-            if conn.in_transaction:  # else SQLite ended the whole transaction itself, and the batch fails
-                conn.execute(self.ROLLBACK_TO)
+            return False
+        self.database.connection().execute(self.SAVEPOINT)
+        return True
+
+    def end_unit(self, savepoint: bool, *, failed: bool) -> None:
+        conn = self.database.connection()
+        if not failed:
+            if savepoint:
                 conn.execute(self.RELEASE)
-            raise
-        conn.execute(self.RELEASE)
+            return
+        if not conn.in_transaction:  # SQLite ended the whole transaction itself, and the batch fails
+            return
+        if savepoint:
+            conn.execute(self.ROLLBACK_TO)
+            conn.execute(self.RELEASE)
+        else:
+            conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
+            self._fresh = True
 
     def _loop(self) -> None:
         self.ident = threading.get_ident()
