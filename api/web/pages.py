@@ -313,7 +313,7 @@ class DecisionsPage:
                 ),
                 Param(
                     "window_seconds",
-                    {"type": "string", "maxLength": 8},
+                    {"type": "string"},
                     "The scorecard's window: how long after a decision the team's taking it up counts (default a day).",
                 ),
                 CURSOR,

@@ -139,7 +139,9 @@ class DecisionPage:
     operations = {
         "GET": _html(
             "One router decision, with the facts its gates read and the policy they applied",
-            params=(Param("decision_id", {"type": "string", "maxLength": 20}, location="path", required=True),),
+            params=(
+                Param("decision_id", {"type": "string"}, "The decision's id (any other text: 404).", "path", True),
+            ),
             statuses=(200, 404),
         )
     }
@@ -149,10 +151,10 @@ class DecisionPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, decision_id: str) -> None:
         now = self.clock()
-        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=_person(req), extra=(decision_id,))
-        if freshness.unchanged(req, resp, tag):
-            return
         row = self.router.decision(int(decision_id)) if decision_id.isdigit() and len(decision_id) < 19 else None
+        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=_person(req), extra=(decision_id,))
+        if freshness.unchanged(req, resp, tag, exists=row is not None):
+            return
         if row is None:
             resp.status = falcon.HTTP_404
         on_board = self.board.on_board({row.subject_id} if row is not None and row.subject_id else set())
@@ -173,14 +175,11 @@ class TryPolicyPage:
         "GET": _html(
             "Try a policy: which recorded decisions would flip under another allowlist, retry budget or fleet "
             "size, and because of which gate (a backtest; it changes nothing)",
+            # Any text: a value the form would not send is said beside its field (400), not refused as a query.
             params=(
-                Param(
-                    "allowlist", {"type": "string", "maxLength": 20000}, "Actor ids, one per line or comma-separated."
-                ),
-                Param("retry_budget", {"type": "string", "maxLength": 6}, "Fixer dispatches per ticket per day."),
-                Param(
-                    "fleet_size", {"type": "string", "maxLength": 6}, "Tickets that may hold a slot in execute or ci."
-                ),
+                Param("allowlist", {"type": "string"}, "Actor ids, one per line or comma-separated."),
+                Param("retry_budget", {"type": "string"}, "Fixer dispatches per ticket per day, 0 to 1000."),
+                Param("fleet_size", {"type": "string"}, "Tickets that may hold a slot in execute or ci, 1 to 1000."),
             ),
             statuses=(200, 400),
         )
@@ -250,8 +249,8 @@ class BehindPage:
         "GET": _html(
             "The decisions behind one number of the router's scorecard (e.g. rule:coder:confirmed)",
             params=(
-                Param("number", {"type": "string", "maxLength": 48}, "rule:ROLE:CLASS or gate:GATE:CLASS"),
-                Param("window_seconds", {"type": "string", "maxLength": 8}, "The scorecard's window."),
+                Param("number", {"type": "string"}, "rule:ROLE:CLASS or gate:GATE:CLASS (anything else: 400)."),
+                Param("window_seconds", {"type": "string"}, "The scorecard's window, 60 to 2592000 (else a day)."),
             ),
             statuses=(200, 400),
         )
