@@ -49,38 +49,59 @@ def _convert(model: type[Model], values: Mapping[str, Any]) -> list[Any]:
     return [convert(value) for convert, value in zip(converters, values.values(), strict=True)]
 
 
+# An insert's or update's plan, by model, column names and kind of database: its SQL and each value's conversion,
+# worked out once. (A notify runs four of them: key, SQL and converters looked up in one step.)
+_plans: dict[tuple, tuple] = {}
+
+
+def _insert_plan(model: type[Model], names: tuple[str, ...], database) -> tuple:
+    auto = model._meta.primary_key if model._meta.auto_increment else None
+    returning = isinstance(database, PostgresqlDatabase) and auto is not None
+    columns = ", ".join(_column(model, n) for n in names)
+    marks = ", ".join(database.param for _ in names)
+    sql = f'INSERT INTO "{model._meta.table_name}" ({columns}) VALUES ({marks})'
+    if returning:
+        sql += f' RETURNING "{auto.column_name}"'
+    converters = tuple(model._meta.fields[name].db_value for name in names)
+    return sql, converters, auto.name if auto is not None else None, returning
+
+
 def insert(model: type[M], values: Mapping[str, Any]) -> M:
     """Insert one row (values by field name); return it as a model instance, with its auto id set."""
-    names = tuple(values)
-    auto = model._meta.primary_key if model._meta.auto_increment else None
-    returning = _is_postgres() and auto is not None
-
-    def build(param: str) -> str:
-        columns = ", ".join(_column(model, n) for n in names)
-        marks = ", ".join(param for _ in names)
-        sql = f'INSERT INTO "{model._meta.table_name}" ({columns}) VALUES ({marks})'
-        return sql + f' RETURNING "{auto.column_name}"' if returning else sql
-
-    cursor = db.obj.execute_sql(_compose(("insert", model, names, returning), build), _convert(model, values))
+    database = db.obj
+    key = ("insert", model, tuple(values), type(database))
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _insert_plan(model, key[2], database)
+    sql, converters, auto, returning = plan
+    cursor = database.execute_sql(sql, [convert(v) for convert, v in zip(converters, values.values(), strict=True)])
     # The instance as `model(**values)` would build it (defaults for the rest), without a setattr per field.
     data = model._meta.get_default_dict()
     data.update(values)
     if auto is not None:
-        data[auto.name] = cursor.fetchone()[0] if returning else cursor.lastrowid
+        data[auto] = cursor.fetchone()[0] if returning else cursor.lastrowid
     return _with_data(model, data)
+
+
+def _update_plan(model: type[Model], names: tuple[str, ...], keys: tuple[str, ...], database) -> tuple:
+    param = database.param
+    sets = ", ".join(f"{_column(model, n)} = {param}" for n in names)
+    conditions = " AND ".join(f"{_column(model, k)} = {param}" for k in keys)
+    fields = model._meta.fields
+    converters = tuple(fields[n].db_value for n in names) + tuple(fields[k].db_value for k in keys)
+    return f'UPDATE "{model._meta.table_name}" SET {sets} WHERE {conditions}', converters
 
 
 def update(model: type[Model], values: Mapping[str, Any], where: Mapping[str, Any]) -> int:
     """`UPDATE ... SET values WHERE every where-field equals its value`; return the rows touched."""
-    names, keys = tuple(values), tuple(where)
-
-    def build(param: str) -> str:
-        sets = ", ".join(f"{_column(model, n)} = {param}" for n in names)
-        conditions = " AND ".join(f"{_column(model, k)} = {param}" for k in keys)
-        return f'UPDATE "{model._meta.table_name}" SET {sets} WHERE {conditions}'
-
-    params = _convert(model, values) + _convert(model, where)
-    return db.obj.execute_sql(_compose(("update", model, names, keys), build), params).rowcount
+    database = db.obj
+    key = ("update", model, tuple(values), tuple(where), type(database))
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _update_plan(model, key[2], key[3], database)
+    sql, converters = plan
+    given = (*values.values(), *where.values())
+    return database.execute_sql(sql, [convert(v) for convert, v in zip(converters, given, strict=True)]).rowcount
 
 
 def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = False) -> M | None:
