@@ -108,8 +108,9 @@ def test_an_outage_answers_503_and_the_hook_rides_it_out_recorded_once(tmp_path,
     jobs = PipedProcess(["jobs"], env)
     hook = None
     try:
-        wait_until(lambda: _answers(base + "/healthz"), timeout=30, what="the server")
-        wait_until(lambda: jobs.logged("svc.jobs", "jobs process ready"), timeout=30, what="the jobs process")
+        _started(server, lambda: _answers(base + "/healthz"), "the server")
+        # Its heartbeat beats from the start: the outage will be seen by it, and so will the way back.
+        _started(jobs, lambda: jobs.logged("svc.jobs", "jobs process started"), "the jobs process")
         outage.pids = [server.proc.pid, jobs.proc.pid]
         ci = {"X-Svc-CI-Secret": SECRET}
         notify = base + "/api/v1/agents/writing/notify"
@@ -171,6 +172,18 @@ def test_an_outage_answers_503_and_the_hook_rides_it_out_recorded_once(tmp_path,
     assert back["failures"] >= 1
     assert not jobs.logged("svc.jobs", "jobs step failed")  # no traceback per worker step
     assert not server.logged("svc.api", "unhandled error")  # no 500
+
+
+def _started(process: PipedProcess, ready, what: str) -> None:
+    def up():
+        if process.proc.poll() is not None:
+            raise AssertionError(f"{what} exited with {process.proc.returncode}:\n{process.output()[-3000:]}")
+        return ready()
+
+    try:
+        wait_until(up, timeout=60, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{process.output()[-3000:]}") from None
 
 
 def _answers(url: str) -> bool:
