@@ -69,7 +69,8 @@ def serve(args: argparse.Namespace, config: Config | None = None) -> int:
     app = proxies.TrustedProxies.from_config(create_app(config), config)
     print(
         f"svc: serving on http://{config.host}:{config.port} (database: {_describe_db(config.database_url)}); "
-        f"{proxies.describe(config)}",
+        f"{proxies.describe(config)}; per client address at most {config.max_connections_per_client} connections, "
+        f"headers within {config.request_header_timeout:g} s, bodies at {config.request_body_min_rate:g} B/s or faster",
         flush=True,
     )
     server = guarded.create_server(
