@@ -197,6 +197,22 @@ ROWS: dict[str, list[dict[str, Any]]] = {
     # The first (and only) decision gets id 1.
     "accepted_event": [{"event_id": "evt-1", "decision_id": 1, "received_at": AT}],
     "job_state": [{"job": "pulse", "last_slot": AT, "last_started_at": AT, "last_finished_at": AT}],
+    "scorecard_day": [
+        {"window_seconds": 86400, "day": "2026-11-01", "key": "rule:coder:confirmed", "count": 3},
+        {"window_seconds": 86400, "day": "2026-11-01", "key": "day:counted", "count": 3},
+    ],
+    # One entry per decision (its key is the decision's id).
+    "scorecard_entry": [
+        {
+            "decision_id": 1,
+            "subject_id": "PORT-2",
+            "role": "coder",
+            "outcome": "would_dispatch",
+            "failed_gates": "",
+            "evaluated_at": AT,
+            "taken_up_at": AT,
+        }
+    ],
 }
 # The stage counts a database gets from its tickets (migration 2 fills them from the tickets of a version 1 one).
 STAGE_COUNTS = {"queued": 2, "execute": 1, "human_test": 1}
