@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from peewee import Model, PostgresqlDatabase
+from peewee import Model, PostgresqlDatabase, SqliteDatabase, __exception_wrapper__
 
 from storage.db import db
 
@@ -20,6 +20,15 @@ M = TypeVar("M", bound=Model)
 
 _sql: dict[tuple, str] = {}
 _converters: dict[tuple, tuple] = {}
+
+
+def _execute(database, sql: str, params: list[Any]):
+    """Run one statement: on SQLite straight on the thread's connection (peewee's `execute_sql` adds a debug-log
+    check, query hooks and a cursor of its own around the same call), with peewee's exceptions either way."""
+    if isinstance(database, SqliteDatabase):
+        with __exception_wrapper__:
+            return database.connection().execute(sql, params)
+    return database.execute_sql(sql, params)
 
 
 def _is_postgres() -> bool:
@@ -74,7 +83,7 @@ def insert(model: type[M], values: Mapping[str, Any]) -> M:
     if plan is None:
         plan = _plans[key] = _insert_plan(model, key[2], database)
     sql, converters, auto, returning = plan
-    cursor = database.execute_sql(sql, [convert(v) for convert, v in zip(converters, values.values(), strict=True)])
+    cursor = _execute(database, sql, [convert(v) for convert, v in zip(converters, values.values(), strict=True)])
     # The instance as `model(**values)` would build it (defaults for the rest), without a setattr per field.
     data = model._meta.get_default_dict()
     data.update(values)
@@ -101,7 +110,7 @@ def update(model: type[Model], values: Mapping[str, Any], where: Mapping[str, An
         plan = _plans[key] = _update_plan(model, key[2], key[3], database)
     sql, converters = plan
     given = (*values.values(), *where.values())
-    return database.execute_sql(sql, [convert(v) for convert, v in zip(converters, given, strict=True)]).rowcount
+    return _execute(database, sql, [convert(v) for convert, v in zip(converters, given, strict=True)]).rowcount
 
 
 def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = False) -> M | None:
@@ -115,7 +124,7 @@ def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = F
         sql = f'SELECT {columns} FROM "{model._meta.table_name}" WHERE {conditions} LIMIT 1'
         return sql + " FOR UPDATE" if lock else sql
 
-    row = db.obj.execute_sql(_compose(("select", model, keys, lock), build), _convert(model, where)).fetchone()
+    row = _execute(db.obj, _compose(("select", model, keys, lock), build), _convert(model, where)).fetchone()
     return None if row is None else _instance(model, row)
 
 
