@@ -32,18 +32,22 @@ def run(
     until: str | None,
     policy_file: str | None,
     allowlist: str | None,
-    retry_budget: int | None,
-    fleet_size: int | None,
-    max_flips: int | None,
+    retry_budget: str | None,
+    fleet_size: str | None,
+    max_flips: str | None,
     output: str,
     out: TextIO,
     err: TextIO,
 ) -> int:
     try:
-        knobs = _knobs(policy_file, allowlist, retry_budget, fleet_size)
+        knobs = _knobs(
+            policy_file,
+            allowlist,
+            _whole("--retry-budget", retry_budget, low=0),
+            _whole("--fleet-size", fleet_size, low=1),
+        )
         start, end = _moment("--since", since), _moment("--until", until)
-        if max_flips is not None and max_flips < 0:
-            raise BadInput("--max-flips: expected a whole number, 0 or more")
+        most = _whole("--max-flips", max_flips, low=0, high=10**12)
     except BadInput as exc:
         err.write(f"svc backtest: {exc}\n")
         return 2
@@ -62,13 +66,14 @@ def run(
         out.write(json.dumps(report.as_dict()) + "\n")
     else:
         out.write(report.text() + "\n")
-    if max_flips is not None and report.flipped > max_flips:
-        err.write(f"svc backtest: {report.flipped} decisions flip, more than --max-flips {max_flips}\n")
+    if most is not None and report.flipped > most:
+        err.write(f"svc backtest: {report.flipped} decisions flip, more than --max-flips {most}\n")
         return 1
     return 0
 
 
 def _knobs(policy_file: str | None, allowlist: str | None, retry_budget: int | None, fleet_size: int | None):
+    """The candidate's knobs: the policy file's, then the flags' (which win)."""
     knobs: dict[str, Any] = {}
     if policy_file:
         try:
@@ -83,14 +88,20 @@ def _knobs(policy_file: str | None, allowlist: str | None, retry_budget: int | N
     if allowlist is not None:
         knobs["allowlist"] = [a.strip() for a in allowlist.split(",") if a.strip()]
     if retry_budget is not None:
-        if retry_budget < 0:
-            raise BadInput("--retry-budget: expected a whole number, 0 or more")
         knobs["retry_budget"] = retry_budget
     if fleet_size is not None:
-        if fleet_size < 1:
-            raise BadInput("--fleet-size: expected a whole number, 1 or more")
         knobs["fleet_size"] = fleet_size
     return knobs
+
+
+def _whole(flag: str, raw: str | None, *, low: int, high: int = 1000) -> int | None:
+    """A knob's number, within what contracts/router-policy.json allows (a policy file is held to the same)."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise BadInput(f"{flag}: expected a whole number, {low} or more (at most {high:,}); got {raw!r}")
+    return int(text)
 
 
 def _moment(flag: str, raw: str | None) -> datetime | None:

@@ -556,9 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy", metavar="FILE", help="a JSON policy (contracts/router-policy.json): any of the knobs to change"
     )
     trial.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
-    trial.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
-    trial.add_argument("--fleet-size", type=int, metavar="N", help="tickets that may hold a slot in execute or ci")
-    trial.add_argument("--max-flips", type=int, metavar="N", help="exit 1 when more than N decisions flip (for CI)")
+    # Numbers are read by the command itself, so a bad one is one line saying so (exit 2), as for every input.
+    trial.add_argument("--retry-budget", metavar="N", help="fixer dispatches per ticket per day")
+    trial.add_argument("--fleet-size", metavar="N", help="tickets that may hold a slot in execute or ci")
+    trial.add_argument("--max-flips", metavar="N", help="exit 1 when more than N decisions flip (for CI)")
     trial.add_argument("--format", choices=("text", "json"), default="text", help="text for people (default), json")
     return parser
 
