@@ -57,3 +57,22 @@ def envelope(
             status = {"pipeline_started": "running", "pipeline_failed": "failure", "pipeline_passed": "success"}[kind]
             document["forge"].update({"pipeline_id": 8201, "pipeline_status": status})
     return document
+
+
+STRANGER = "github:bob"  # on no allowlist: every event of theirs fails the authorization gate
+
+
+def allowlisted(app_factory, config_factory):
+    """An API client on an app whose router lets the example actors (`events_kit.ALLOWLIST`) through."""
+    from conftest import BASIC, CI_SECRET
+    from events_kit import ALLOWLIST
+    from testclient import ApiClient
+
+    return ApiClient(app_factory(config_factory(router_allowlist=ALLOWLIST)), basic=BASIC, ci_secret=CI_SECRET)
+
+
+def route(api, document: dict[str, Any]) -> dict[str, Any]:
+    """POST one envelope; the decision recorded for it (202)."""
+    answer = api.post("/api/v1/events", json=document, auth="ci")
+    assert answer.status_code == 202, answer.text
+    return answer.json["decision"]

@@ -6,17 +6,12 @@ import re
 import pytest
 
 from events_kit import ALLOWLIST, seed_board
-from router_kit import envelope
-from testclient import ApiClient
-
-STRANGER = "github:bob"
+from router_kit import STRANGER, allowlisted, envelope
 
 
 @pytest.fixture
 def api(app_factory, config_factory):
-    from conftest import BASIC, CI_SECRET
-
-    return ApiClient(app_factory(config_factory(router_allowlist=ALLOWLIST)), basic=BASIC, ci_secret=CI_SECRET)
+    return allowlisted(app_factory, config_factory)
 
 
 @pytest.fixture

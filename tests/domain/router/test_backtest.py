@@ -8,23 +8,12 @@ import pytest
 from svc.cli import main
 
 from events_kit import ALLOWLIST, seed_board
-from router_kit import envelope
-from testclient import ApiClient
-
-STRANGER = "github:bob"
+from router_kit import STRANGER, allowlisted, envelope, route
 
 
 @pytest.fixture
 def api(app_factory, config_factory):
-    from conftest import BASIC, CI_SECRET
-
-    return ApiClient(app_factory(config_factory(router_allowlist=ALLOWLIST)), basic=BASIC, ci_secret=CI_SECRET)
-
-
-def route(api, document) -> dict:
-    answer = api.post("/api/v1/events", json=document, auth="ci")
-    assert answer.status_code == 202, answer.text
-    return answer.json["decision"]
+    return allowlisted(app_factory, config_factory)
 
 
 def backtest(api, **body) -> dict:
