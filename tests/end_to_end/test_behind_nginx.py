@@ -1,7 +1,8 @@
 """`svc serve` behind Debian's nginx with the configuration docs/operating.md gives: the slow-client attack that
 `test_slow_clients.py` sends to the service directly is held by nginx and never reaches the service, while
 everyone else is served through it; the service believes nginx's X-Forwarded-For (SVC_TRUSTED_PROXY), so its log
-names each client."""
+names each client: the real client connects from 127.0.0.3, an address neither nginx nor the service has, so only a
+believed X-Forwarded-For can name it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import pytest
 import requests
 from nginx_kit import Nginx
+from requests.adapters import HTTPAdapter
 from slow_clients import Dribble
 
 from processes import start_service
@@ -17,6 +19,25 @@ from processes import start_service
 pytestmark = pytest.mark.process
 
 SECRET = "nginx-ci-secret-0123456789abcdef"
+CLIENT = "127.0.0.3"  # the real client's address; nginx connects to the service from 127.0.0.1
+
+
+class _FromAddress(HTTPAdapter):
+    """Connections that leave from `source` (a loopback address other than 127.0.0.1)."""
+
+    def __init__(self, source: str):
+        self.source = source
+        super().__init__()
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["source_address"] = (self.source, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def _client_at(source: str) -> requests.Session:
+    session = requests.Session()
+    session.mount("http://", _FromAddress(source))
+    return session
 
 
 def test_the_documented_nginx_holds_a_slow_client_attack_away_from_the_service(tmp_path, database_url):
@@ -25,8 +46,9 @@ def test_the_documented_nginx_holds_a_slow_client_attack_away_from_the_service(t
     try:
         proxy = Nginx(tmp_path / "nginx", upstream_port=int(base.rsplit(":", 1)[1]))
         attack = Dribble(proxy.port, source="127.0.0.2", count=150)
-        health = requests.get(proxy.base + "/healthz", timeout=10)
-        notify = requests.post(
+        client = _client_at(CLIENT)
+        health = client.get(proxy.base + "/healthz", timeout=10)
+        notify = client.post(
             proxy.base + "/api/v1/agents/writing/notify",
             json={"status": "FAIL_QA"},
             headers={"X-Svc-CI-Secret": SECRET},
@@ -43,7 +65,11 @@ def test_the_documented_nginx_holds_a_slow_client_attack_away_from_the_service(t
 
     lines = [json.loads(line) for line in server.output().splitlines() if line.startswith("{")]
     requests_seen = [line for line in lines if line.get("logger") == "svc.access"]
-    # The service saw the two requests (and nginx's start-up probe), each from its client; nothing of the attack.
-    assert {line["client"] for line in requests_seen} == {"127.0.0.1"}
-    assert [line["route"] for line in requests_seen][-2:] == ["/healthz", "/api/v1/agents/writing/notify"]
+    # The service saw nginx's start-up probe (from 127.0.0.1) and the two requests, each from its real client, named
+    # by nginx's X-Forwarded-For: without SVC_TRUSTED_PROXY they would be nginx's 127.0.0.1. Nothing of the attack.
+    assert [(line["route"], line["client"]) for line in requests_seen][-2:] == [
+        ("/healthz", CLIENT),
+        ("/api/v1/agents/writing/notify", CLIENT),
+    ]
+    assert {line["client"] for line in requests_seen[:-2]} == {"127.0.0.1"}
     assert not [line for line in lines if line.get("logger") == "svc.server"]  # no connection it had to refuse
