@@ -52,6 +52,11 @@ class Health:
 def health(config: Config, now: datetime, outage: DatabaseOutage) -> Health:
     """Run every check now."""
     checks = service_health(now)
+    if not checks["database"]["ok"]:
+        # What only the database knows cannot be read while it is down: said, not left out of the body.
+        unknown = "not known while the database cannot be read"
+        checks.setdefault("jobs", {"ok": False, "detail": f"jobs heartbeat {unknown}"})
+        checks.setdefault("outbox", {"ok": False, "detail": f"outbox backlog {unknown}"})
     current = outage.current
     recent = current is not None and outage.monotonic() - current.last < RECENT_SECONDS
     database = checks["database"]

@@ -22,6 +22,7 @@ from domain.router.shadow import OUTCOMES, SOURCES
 from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage import runs
 from storage import wallet as storage_wallet
+from storage.paging import InvalidCursor
 
 HTML = "text/html"
 RECENT_RUNS = 20
@@ -345,7 +346,12 @@ class DecisionsPage:
         tag = freshness.etag(marks=self.board.marks(DECISIONS_PARTS), now=now, person=person(req), extra=(window,))
         if freshness.unchanged(req, resp, tag):
             return
-        rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, **filters)
+        try:
+            rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, **filters)
+        except InvalidCursor:
+            # A link cut short or typed by hand: the page says so, like a bad filter.
+            self._refused(req, resp, now, InvalidQuery("cursor", "not a link to older decisions this page made"))
+            return
         on_board = self.board.on_board({row.subject_id for row in rows if row.subject_id})
         given = {name: _query_value(value) for name, value in filters.items() if value}
         page(

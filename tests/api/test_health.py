@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from domain.outage import DatabaseOutage
 from jobs.process import JobsProcess
-from storage.db import DISK, is_postgres
+from storage.db import DISK
 
 from testclient import ApiClient
 
@@ -45,18 +45,21 @@ def test_a_jobs_process_that_is_down_degrades_health_but_the_api_stays_in(app_fa
 
 def test_a_full_disk_is_named_and_answers_503(app_factory, config_factory, clock):
     outage = DatabaseOutage()
-    if is_postgres():
+    # The backend by this test's own database, not by what an earlier test in this worker left bound.
+    if not config_factory().database_url.startswith("sqlite"):
         api = client(app_factory, config_factory, outage=outage)
+        # The heartbeat first: a write that commits ends an outage, so it must not come after the refused one.
+        JobsProcess(clock, {}).heartbeat()
         # PostgreSQL's disk is on its server; what this process sees of it is a write refused for it.
         outage.failed(DISK, "PostgreSQL: could not extend file: No space left on device")
         expected = "No space left on device"
     else:
         # What a full disk leaves: less space than the minimum (here, more than any disk has).
         api = client(app_factory, config_factory, outage=outage, min_free_disk_mb=1 << 40)
+        JobsProcess(clock, {}).heartbeat()
         expected = "disk nearly full"
-    JobsProcess(clock, {}).heartbeat()
     result = api.get("/healthz", auth=None)
-    assert result.status_code == 503
+    assert result.status_code == 503, result.json
     assert result.json["status"] == "failing"
     disk = result.json["checks"]["disk"]
     assert disk["ok"] is False and expected in disk["detail"]
@@ -73,3 +76,26 @@ def test_writes_failing_just_now_fail_the_database_check(app_factory, config_fac
     result = api.get("/healthz", auth=None)
     assert result.status_code == 503
     assert "database is locked" in result.json["checks"]["database"]["detail"]
+
+
+def test_a_database_that_cannot_be_reached_fails_health_and_says_what_is_not_known(config_factory, clock):
+    from domain.health import health
+    from storage import db as storage_db
+
+    # A PostgreSQL server on a port where nothing listens: the database is unreachable.
+    config = config_factory(**OWN_SECRETS)
+    storage_db.bind(storage_db.open_database("postgresql://127.0.0.1:9/nowhere?connect_timeout=2"))
+    try:
+        found = health(config, clock(), DatabaseOutage())
+    finally:
+        storage_db.db.obj.close_all() if hasattr(storage_db.db.obj, "close_all") else storage_db.db.obj.close()
+        storage_db.db.initialize(None)
+    assert found.status == "failing"
+    assert set(found.checks) == {"database", "disk", "jobs", "outbox", "forge_secret"}
+    assert found.checks["database"]["ok"] is False and "unreachable" in found.checks["database"]["detail"]
+    for name in ("jobs", "outbox"):
+        assert found.checks[name] == {
+            "ok": False,
+            "detail": f"{'jobs heartbeat' if name == 'jobs' else 'outbox backlog'} not known while the database "
+            "cannot be read",
+        }

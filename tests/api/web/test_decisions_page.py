@@ -191,6 +191,10 @@ def test_a_filter_value_the_form_never_sends_is_refused_on_a_page(routed):
     assert result.status_code == 400
     assert result.headers["content-type"].startswith("text/html")  # a page answers a page
     assert "These filters cannot be read" in result.text and "outcome" in result.text
+    # A link to older decisions cut short, or typed by hand, is said on a page too.
+    cut = routed.get("/decisions?cursor=zz")
+    assert cut.status_code == 400 and cut.headers["content-type"].startswith("text/html")
+    assert "cursor: not a link to older decisions this page made" in cut.text
 
 
 def test_every_control_has_a_label(routed):
