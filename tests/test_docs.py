@@ -117,3 +117,17 @@ def test_every_svc_command_a_reader_copies_runs_as_written(page: Path):
         if in_shell and not line.lstrip().startswith("#") and _BARE_SVC.search(line.strip()):
             bare.append(f"{number}: {line}")
     assert not bare, "write .venv/bin/svc:\n" + "\n".join(bare)
+
+
+# A command with options in running text (`svc outbox --kind chat`) is copied as often as one in a shell block.
+_INLINE_SVC_WITH_OPTIONS = re.compile(r"`svc [^`]*\s--[a-z][^`]*`")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_svc_command_with_options_in_the_text_runs_as_written(page: Path):
+    bare = [
+        f"{n}: {m}"
+        for n, line in enumerate(page.read_text().splitlines(), 1)
+        for m in _INLINE_SVC_WITH_OPTIONS.findall(line)
+    ]
+    assert not bare, "write .venv/bin/svc:\n" + "\n".join(bare)
