@@ -1,6 +1,7 @@
 """Screenshots of the web board for the README, from a fresh demo database: `make screenshot`.
 
-Starts `svc demo` and then `svc serve` on their own temporary data directory and a free port (nothing of
+Starts `svc demo` and then `svc run` (the API, the board and the jobs process, as `make run` does) on their own
+temporary data directory and a free port (nothing of
 `./var` or `$DATABASE_URL` is touched), opens the pages in headless Chromium (Debian's, driven by Playwright)
 and writes PNG files:
 
@@ -74,11 +75,13 @@ def wait_healthy(base: str, server: subprocess.Popen, timeout: float = 30.0) -> 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise SystemExit(f"screenshot: svc serve exited with {server.returncode}")
+            raise SystemExit(f"screenshot: svc run exited with {server.returncode}")
         try:
-            if requests.get(base + "/healthz", timeout=1).status_code == 200:
+            answer = requests.get(base + "/healthz", timeout=1)
+            # Healthy, and the jobs process has beaten: the board shows what a running service shows.
+            if answer.status_code == 200 and answer.json()["checks"].get("jobs", {}).get("ok"):
                 return
-        except requests.RequestException:
+        except (requests.RequestException, ValueError):
             pass
         time.sleep(0.1)
     raise SystemExit(f"screenshot: {base} did not become healthy within {timeout:g} s")
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         env = service_env(data_dir, port)
         subprocess.run([svc, "demo"], env=env, check=True)
         with open(data_dir / "serve.log", "wb") as log:
-            server = subprocess.Popen([svc, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+            server = subprocess.Popen([svc, "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
             try:
                 base = f"http://127.0.0.1:{port}"
                 wait_healthy(base, server)
