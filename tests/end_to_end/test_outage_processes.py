@@ -1,6 +1,7 @@
 """A database outage, as real processes live through it: SQLite's disk refusing writes, PostgreSQL stopped. The
 API answers 503 with `Retry-After` (never 500), each process logs the first cause once, the jobs process says when
-the database went and when it came back, and the notify hook rides the outage out: its report is recorded once."""
+the database went and when it came back, and the notify hook rides the outage out (held 15 s past the hook's first
+503, longer than a hook without an overall deadline would wait): its report is recorded once."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import resource
 import subprocess
 import threading
+import time
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -20,6 +23,9 @@ pytestmark = pytest.mark.process
 
 SECRET = "outage-ci-secret-0123456789abcdef"
 BASIC = ("ops", "outage-basic-password-0123")
+# How long the outage lasts past the hook's first 503: longer than a hook without an overall deadline kept trying
+# (1 + 2 + 4 s of pauses, some 10 s in all), so only one that waits as Retry-After says is still there at the end.
+HOLD_SECONDS = 15.0
 
 
 class PipedProcess:
@@ -143,7 +149,9 @@ def test_an_outage_answers_503_and_the_hook_rides_it_out_recorded_once(tmp_path,
             )
         # The hook has been answered 503 and is waiting as told; the jobs process has seen the outage too.
         wait_until(lambda: "503" in hook_log.read_text(), timeout=30, what="the hook's first 503")
+        hold_until = time.monotonic() + HOLD_SECONDS
         wait_until(lambda: jobs.logged("svc.database", "database unavailable"), timeout=30, what="the jobs' line")
+        _hold(hook, hold_until, hook_log)
         outage.end()
         assert hook.wait(timeout=120) == 0, hook_log.read_text()
         wait_until(lambda: jobs.logged("svc.database", "database available again"), timeout=30, what="jobs back")
@@ -184,6 +192,16 @@ def _started(process: PipedProcess, ready, what: str) -> None:
         wait_until(up, timeout=60, what=what)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{process.output()[-3000:]}") from None
+
+
+def _hold(hook: subprocess.Popen, until: float, hook_log: Path) -> None:
+    """Keep the outage on until `until` (a monotonic time), the hook trying all along: one that gives up is a
+    report lost."""
+    while (left := until - time.monotonic()) > 0:
+        if hook.poll() is not None:
+            said = hook_log.read_text()
+            raise AssertionError(f"the hook gave up inside the outage (exit {hook.returncode}):\n{said}")
+        time.sleep(min(left, 0.2))
 
 
 def _answers(url: str) -> bool:
