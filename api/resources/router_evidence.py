@@ -11,11 +11,11 @@ import falcon
 from api import params
 from api.operations import Operation, Param
 from domain.errors import InvalidQuery
+from domain.router.scorecard import WINDOW_SECONDS
 from domain.router.shadow import ShadowRouter
 
 # The most flips one answer lists (oldest first); `flipped` always counts them all. `svc backtest` lists all.
 FLIPS_LISTED = 500
-WINDOW_SECONDS = (60, 30 * 86400)
 
 
 def _timestamp(value: str | None) -> datetime | None:

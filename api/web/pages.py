@@ -13,7 +13,8 @@ import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
 from api.web import bays, decisions, freshness, router_right
-from api.web.render import page
+from api.web.render import page, person, signed_in
+from api.web.render import page_operation as _html
 from domain import automation, health
 from domain.errors import InvalidQuery, NotFound
 from domain.ops import agents_strip
@@ -24,7 +25,6 @@ from storage import runs
 from storage import wallet as storage_wallet
 from storage.paging import InvalidCursor
 
-HTML = "text/html"
 RECENT_RUNS = 20
 DECISIONS_PER_PAGE = 50
 DECISIONS_ON_TICKET = 5
@@ -41,41 +41,6 @@ INITIATIVES_PARTS = ("initiatives", "tickets")
 # A decision links to its subject's ticket page once that ticket exists.
 # The scorecard on it moves with a slot claimed too (a signal that the team took up a coder's work).
 DECISIONS_PARTS = ("decisions", "ticket_count", "slots")
-
-_IF_NONE_MATCH = Param(
-    "If-None-Match",
-    {"type": "string"},
-    "The page's ETag from before: 304 with no body while nothing on the page has changed.",
-    location="header",
-)
-
-
-def signed_in(req: falcon.Request) -> dict:
-    """What every page says about who is looking: their name and role, and whether it shows action controls."""
-    identity = req.context.identity
-    return {"signed_in": identity.actor, "signed_in_role": identity.role, "can_act": can_act(req)}
-
-
-def _html(summary: str, *, params=(), statuses=(200,)) -> Operation:
-    # Every page answers a conditional GET (304) and carries an ETag.
-    responses = {status: None for status in (*statuses, 304)}
-    return Operation(
-        summary, responses=responses, params=(*params, _IF_NONE_MATCH), tags=("web board",), content_type=HTML
-    )
-
-
-def can_act(req: falcon.Request) -> bool:
-    """Whether the person may use the board's action controls (every one is rendered behind this flag).
-
-    A viewer sees none: the API would refuse every one of them anyway.
-    """
-    return req.context.identity.may_change
-
-
-def person(req: falcon.Request) -> tuple[str, str | None, bool]:
-    """Who is looking, as far as a page differs by it: their name (\"signed in as\"), role, and controls."""
-    identity = req.context.identity
-    return (identity.actor, identity.role, identity.may_change)
 
 
 HEALTH_REUSE = timedelta(seconds=5)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import falcon
 
+from api.operations import Operation, Param
 from api.web.guidance import what_to_do
 from api.web.timeline import describe as describe_entry
 from domain import entity_tags
@@ -16,6 +17,8 @@ from machines.ticket import menu as ticket_menu
 
 if TYPE_CHECKING:
     from jinja2 import Environment
+
+HTML = "text/html"
 
 # Everything comes from this service; nothing inline, nothing from elsewhere.
 CONTENT_SECURITY_POLICY = (
@@ -79,3 +82,41 @@ def page(resp: falcon.Response, template: str, *, now: datetime, **context) -> N
     resp.set_header("Referrer-Policy", "same-origin")
     resp.set_header("Cache-Control", "no-store")
     resp.text = environment().get_template(template).render(**context)
+
+
+# -- what every page declares and says about who is looking (pages.py, router_right.py) -------------------
+
+IF_NONE_MATCH = Param(
+    "If-None-Match",
+    {"type": "string"},
+    "The page's ETag from before: 304 with no body while nothing on the page has changed.",
+    location="header",
+)
+
+
+def signed_in(req: falcon.Request) -> dict:
+    """What every page says about who is looking: their name and role, and whether it shows action controls."""
+    identity = req.context.identity
+    return {"signed_in": identity.actor, "signed_in_role": identity.role, "can_act": can_act(req)}
+
+
+def page_operation(summary: str, *, params=(), statuses=(200,)) -> Operation:
+    """A page's declaration: it answers a conditional GET (304) and carries an ETag."""
+    responses = {status: None for status in (*statuses, 304)}
+    return Operation(
+        summary, responses=responses, params=(*params, IF_NONE_MATCH), tags=("web board",), content_type=HTML
+    )
+
+
+def can_act(req: falcon.Request) -> bool:
+    """Whether the person may use the board's action controls (every one is rendered behind this flag).
+
+    A viewer sees none: the API would refuse every one of them anyway.
+    """
+    return req.context.identity.may_change
+
+
+def person(req: falcon.Request) -> tuple[str, str | None, bool]:
+    """Who is looking, as far as a page differs by it: their name (\"signed in as\"), role, and controls."""
+    identity = req.context.identity
+    return (identity.actor, identity.role, identity.may_change)

@@ -12,13 +12,13 @@ from urllib.parse import urlencode
 
 import falcon
 
-from api.operations import Operation, Param
+from api.operations import Param
 from api.web import decisions, freshness
-from api.web.render import page
+from api.web.render import page, person, signed_in
+from api.web.render import page_operation as _html
 from domain.router.gates import GATE_NAMES
-from domain.router.scorecard import GATE_CLASSES, ROLES, RULE_CLASSES
+from domain.router.scorecard import GATE_CLASSES, ROLES, RULE_CLASSES, WINDOW_SECONDS
 
-HTML = "text/html"
 FLIPS_SHOWN = 200
 BEHIND_SHOWN = 200
 DAY = 86400
@@ -37,29 +37,12 @@ CLASS_WORDS = {
 PARTS = ("decisions", "slots", "ticket_count")
 
 
-def _html(summary: str, *, params=(), statuses=(200,)) -> Operation:
-    return Operation(
-        summary,
-        responses={status: None for status in (*statuses, 304)},
-        params=(
-            *params,
-            Param("If-None-Match", {"type": "string"}, "The page's ETag from before: 304 while unchanged.", "header"),
-        ),
-        tags=("web board",),
-        content_type=HTML,
-    )
-
-
-def _person(req: falcon.Request) -> dict:
-    identity = req.context.identity
-    return {"signed_in": identity.actor, "signed_in_role": identity.role, "can_act": identity.may_change}
-
-
 def window_of(req: falcon.Request) -> int:
     raw = req.get_param("window_seconds")
     if raw in (None, ""):
         return DAY
-    if not raw.isdigit() or not 60 <= int(raw) <= 30 * DAY:
+    low, high = WINDOW_SECONDS
+    if not raw.isdigit() or not low <= int(raw) <= high:
         return DAY  # a page answers a page: an odd window reads as the default one, which the page names
     return int(raw)
 
@@ -152,7 +135,7 @@ class DecisionPage:
     def on_get(self, req: falcon.Request, resp: falcon.Response, decision_id: str) -> None:
         now = self.clock()
         row = self.router.decision(int(decision_id)) if decision_id.isdigit() and len(decision_id) < 19 else None
-        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=_person(req), extra=(decision_id,))
+        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=person(req), extra=(decision_id,))
         if freshness.unchanged(req, resp, tag, exists=row is not None):
             return
         if row is None:
@@ -164,7 +147,7 @@ class DecisionPage:
             now=now,
             decision_id=decision_id,
             d=decisions.describe(row, on_board) if row is not None else None,
-            **_person(req),
+            **signed_in(req),
         )
 
 
@@ -212,7 +195,7 @@ class TryPolicyPage:
             today=policy.as_dict(),
             gate_names=GATE_NAMES,
             flips_shown=FLIPS_SHOWN,
-            **_person(req),
+            **signed_in(req),
         )
 
     @staticmethod
@@ -263,7 +246,7 @@ class BehindPage:
         now = self.clock()
         number = req.get_param("number") or ""
         if not number:
-            page(resp, "behind.html", now=now, error=None, what=None, **_person(req))
+            page(resp, "behind.html", now=now, error=None, what=None, **signed_in(req))
             return
         if not NUMBER.match(number) or (number.startswith("gate:") and number.split(":")[1] not in GATE_NAMES):
             resp.status = falcon.HTTP_400
@@ -272,11 +255,11 @@ class BehindPage:
                 "behind.html",
                 now=now,
                 error=f"There is no number {number!r} on the scorecard: the links on the decisions page name them.",
-                **_person(req),
+                **signed_in(req),
             )
             return
         window = window_of(req)
-        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=_person(req), extra=(number, window))
+        tag = freshness.etag(marks=self.board.marks(PARTS), now=now, person=person(req), extra=(number, window))
         if freshness.unchanged(req, resp, tag):
             return
         ids = self.router.decisions_behind(number, since=None, until=None, window_seconds=window)
@@ -293,7 +276,7 @@ class BehindPage:
             shown=BEHIND_SHOWN,
             window_seconds=window,
             decisions=[decisions.describe(row, on_board) for row in rows],
-            **_person(req),
+            **signed_in(req),
         )
 
 

@@ -32,7 +32,10 @@ from domain.router.gates import GATE_NAMES
 from storage import scorecard as rows
 
 DEFAULT_WINDOW = timedelta(days=1)
+# The windows a scorecard may be asked for; signals take up entries no older than the longest.
+SHORTEST_WINDOW = timedelta(minutes=1)
 LONGEST_WINDOW = timedelta(days=30)
+WINDOW_SECONDS = (int(SHORTEST_WINDOW.total_seconds()), int(LONGEST_WINDOW.total_seconds()))
 ROLES = ("coder", "fixer")
 JUDGED_OUTCOMES = ("would_dispatch", "blocked")
 # The kinds of event that say the team took up a role's work on a ticket.

@@ -151,13 +151,13 @@ def test_the_writing_ticket_has_no_moves_on_the_page_and_the_api_agrees(board):
 
 
 def test_a_viewer_sees_no_action_control(board, monkeypatch):
-    from api.web import pages
+    from api.web import render
 
     board.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-2"})
     board.post("/api/v1/tickets", json={"key": "PORT-4", "initiative_id": "port", "title": "t", "stage": "done"})
     before = {path: board.get(path).text for path in ["/", "/initiatives", "/tickets/PORT-2"]}
     assert all('class="api' in html for html in before.values())
-    monkeypatch.setattr(pages, "can_act", lambda req: False)
+    monkeypatch.setattr(render, "can_act", lambda req: False)
     for path in before:
         html = board.get(path).text
         for control in ['class="api', "<form", "<button", "<input", "<select", 'class="menu"', "data-endpoint"]:
