@@ -12,7 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from peewee import Model, PostgresqlDatabase, SqliteDatabase, __exception_wrapper__
+from peewee import (
+    AutoField,
+    BigAutoField,
+    BigIntegerField,
+    BooleanField,
+    CharField,
+    ForeignKeyField,
+    IntegerField,
+    Model,
+    PostgresqlDatabase,
+    SqliteDatabase,
+    TextField,
+    __exception_wrapper__,
+)
 
 from storage.db import db
 
@@ -48,14 +61,48 @@ def _column(model: type[Model], name: str) -> str:
     return f'"{model._meta.fields[name].column_name}"'
 
 
+# The value a plain field's `db_value` hands back unchanged, by the field's exact class (a subclass may convert,
+# as the JSON fields do): peewee's own adapters return a `str` of a text field, an `int` of an integer field and a
+# `bool` of a boolean field as they are, and every field's `db_value` returns None as it is. Such values skip the
+# two calls (`db_value`, `adapt`) a value otherwise costs; every other value goes through its field's `db_value`.
+_UNCHANGED = {
+    CharField: str,
+    TextField: str,
+    IntegerField: int,
+    BigIntegerField: int,
+    AutoField: int,
+    BigAutoField: int,
+    BooleanField: bool,
+}
+_NO_TYPE = type("_NoType", (), {})  # no value has this type: a field whose values are always converted
+
+
+def _unchanged(field) -> type:
+    if type(field) is ForeignKeyField:
+        field = field.rel_field
+    return _UNCHANGED.get(type(field), _NO_TYPE)
+
+
+def _conversion(fields) -> tuple[tuple, tuple]:
+    """For these fields, in order: the type each passes unchanged, and each one's `db_value`."""
+    return tuple(_unchanged(f) for f in fields), tuple(f.db_value for f in fields)
+
+
+def _values(kinds: tuple, converters: tuple, given) -> list[Any]:
+    return [
+        value if value is None or type(value) is kind else convert(value)
+        for kind, convert, value in zip(kinds, converters, given, strict=True)
+    ]
+
+
 def _convert(model: type[Model], values: Mapping[str, Any]) -> list[Any]:
     """The values as the database takes them, through each field's `db_value` (looked up once per field set)."""
     key = (model, *values)
-    converters = _converters.get(key)
-    if converters is None:
+    conversion = _converters.get(key)
+    if conversion is None:
         fields = model._meta.fields
-        converters = _converters[key] = tuple(fields[name].db_value for name in values)
-    return [convert(value) for convert, value in zip(converters, values.values(), strict=True)]
+        conversion = _converters[key] = _conversion([fields[name] for name in values])
+    return _values(*conversion, values.values())
 
 
 # An insert's or update's plan, by model, column names and kind of database: its SQL and each value's conversion,
@@ -71,8 +118,8 @@ def _insert_plan(model: type[Model], names: tuple[str, ...], database) -> tuple:
     sql = f'INSERT INTO "{model._meta.table_name}" ({columns}) VALUES ({marks})'
     if returning:
         sql += f' RETURNING "{auto.column_name}"'
-    converters = tuple(model._meta.fields[name].db_value for name in names)
-    return sql, converters, auto.name if auto is not None else None, returning
+    kinds, converters = _conversion([model._meta.fields[name] for name in names])
+    return sql, kinds, converters, auto.name if auto is not None else None, returning
 
 
 def insert(model: type[M], values: Mapping[str, Any]) -> M:
@@ -82,8 +129,8 @@ def insert(model: type[M], values: Mapping[str, Any]) -> M:
     plan = _plans.get(key)
     if plan is None:
         plan = _plans[key] = _insert_plan(model, key[2], database)
-    sql, converters, auto, returning = plan
-    cursor = _execute(database, sql, [convert(v) for convert, v in zip(converters, values.values(), strict=True)])
+    sql, kinds, converters, auto, returning = plan
+    cursor = _execute(database, sql, _values(kinds, converters, values.values()))
     # The instance as `model(**values)` would build it (defaults for the rest), without a setattr per field.
     data = model._meta.get_default_dict()
     data.update(values)
@@ -97,8 +144,9 @@ def _update_plan(model: type[Model], names: tuple[str, ...], keys: tuple[str, ..
     sets = ", ".join(f"{_column(model, n)} = {param}" for n in names)
     conditions = " AND ".join(f"{_column(model, k)} = {param}" for k in keys)
     fields = model._meta.fields
-    converters = tuple(fields[n].db_value for n in names) + tuple(fields[k].db_value for k in keys)
-    return f'UPDATE "{model._meta.table_name}" SET {sets} WHERE {conditions}', converters
+    return f'UPDATE "{model._meta.table_name}" SET {sets} WHERE {conditions}', *_conversion(
+        [fields[n] for n in (*names, *keys)]
+    )
 
 
 def update(model: type[Model], values: Mapping[str, Any], where: Mapping[str, Any]) -> int:
@@ -108,9 +156,9 @@ def update(model: type[Model], values: Mapping[str, Any], where: Mapping[str, An
     plan = _plans.get(key)
     if plan is None:
         plan = _plans[key] = _update_plan(model, key[2], key[3], database)
-    sql, converters = plan
+    sql, kinds, converters = plan
     given = (*values.values(), *where.values())
-    return _execute(database, sql, [convert(v) for convert, v in zip(converters, given, strict=True)]).rowcount
+    return _execute(database, sql, _values(kinds, converters, given)).rowcount
 
 
 def select_one(model: type[M], where: Mapping[str, Any], *, for_update: bool = False) -> M | None:

@@ -85,17 +85,31 @@ def recount() -> None:
         StageCount.insert_many(rows).execute()
 
 
-def compare_and_swap(ticket: Ticket, *, expected_stage: str, expected_version: int, changes: dict[str, Any]) -> bool:
+def compare_and_swap(
+    ticket: Ticket,
+    *,
+    expected_stage: str,
+    expected_version: int,
+    changes: dict[str, Any],
+    known: dict[str, Any] | None = None,
+) -> bool:
     """Write `changes` only if the row still has the stage and version it was read with.
 
     Returns False when another writer got there first; the caller's transaction must then be retried
     from a fresh read. On success the in-memory `ticket` carries the new version.
+
+    `known` is the row as it was read at `expected_version` (by field name; `ticket`'s own values when not
+    given): a change to the value a column already holds is left out of the statement. Every change to a ticket
+    comes through here and takes its version up, so the row at that version holds exactly those values, and
+    SQLite then leaves alone the indexes on what did not change (a notify that leaves the writing ticket where
+    it was rewrites none of the four on its stage and Needs-you).
     """
     new_version = expected_version + 1
+    known = ticket.__data__ if known is None else known
+    writes = {name: value for name, value in changes.items() if name not in known or known[name] != value}
+    writes["version"] = new_version
     updated = statements.update(
-        Ticket,
-        {**changes, "version": new_version},
-        {"key": ticket.key, "stage": expected_stage, "version": expected_version},
+        Ticket, writes, {"key": ticket.key, "stage": expected_stage, "version": expected_version}
     )
     if updated != 1:
         _known().pop(ticket.key, None)
