@@ -48,7 +48,16 @@ class UTCDateTimeField(DateTimeField):
         return super().db_value(value)
 
     def python_value(self, value):
-        value = super().python_value(value)
+        if isinstance(value, str):
+            # SQLite's text, as `db_value` writes it ("2026-11-24 14:20:09.337753", or without the fraction when
+            # it is zero): read in C. peewee's parser tries its formats with `strptime`, and every ticket, wallet
+            # or initiative the router reads carries two or three of these.
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                value = super().python_value(value)
+        else:
+            value = super().python_value(value)
         if isinstance(value, datetime) and value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
         return value
