@@ -115,6 +115,15 @@ def start_floor(work: Path) -> tuple[Process, str, Path]:
     return Process(args, os.environ.copy(), base + "/", work / "floor-out.log"), base, database
 
 
+def start_ceiling(work: Path, database: Path) -> tuple[Process, str]:
+    """The ceiling app (`ceiling_app.py`) on `database`, a copy of the service's seeded one; its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    args = [sys.executable, str(HERE / "ceiling_app.py"), str(port), str(THREADS), str(database)]
+    args += [str(work / "ceiling.log"), CI_SECRET]
+    return Process(args, os.environ.copy(), base + "/", work / "ceiling-out.log"), base
+
+
 def cores() -> int:
     """The cores this process may run on."""
     return len(os.sched_getaffinity(0))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import Load
-from peewee import fn
+from peewee import SqliteDatabase, fn
 
 from storage import db as storage_db
 from storage.models import AcceptedEvent, AgentRun, RouterDecision, TimelineEntry
@@ -32,6 +32,18 @@ class Mark:
     run_id: int
     entry_id: int
     decision_id: int
+
+
+def within(database: Path, check: Callable[..., T], *args) -> T:
+    """`check(*args)` against another SQLite database of the service's schema (the ceiling app's)."""
+    previous = storage_db.db.obj
+    other = SqliteDatabase(str(database), pragmas={"journal_mode": "wal"})
+    storage_db.bind(other)
+    try:
+        return check(*args)
+    finally:
+        storage_db.bind(previous)
+        other.close()
 
 
 def mark() -> Mark:

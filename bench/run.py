@@ -65,18 +65,42 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
     print("   The floor (bench/floor_app.py) parses the body, checks one field and commits one run, one receipt,")
     print("   one outbox row and a ticket update per request through a group-commit thread on raw sqlite3")
     print("   (WAL, synchronous=FULL), with one access line: no durable notify can cost less on this stack.")
-    print("   bare, floor, notify and events are measured one after another, pinned (the server's threads on")
-    print("   core 0 with taskset -a, wrk on core 1), then again unpinned; ratios are to the floor of the same")
-    print("   round. cpu is the server's CPU time per answered request (all its threads); 'by cpu' is floor cpu /")
-    print("   service cpu. Each figure's requests are checked against the rows they left.")
+    print("   The ceilings (bench/ceiling_app.py) do what the service owes a notify and an event and nothing")
+    print("   else, as directly as Python allows: its schema and statements, the credentials, the schema check,")
+    print("   the JSON access line, the metrics and the contract's answer. The service cannot beat them.")
+    print("   bare, floor, the ceilings, notify and events are measured one after another, pinned (the server's")
+    print("   threads on core 0 with taskset -a, wrk on core 1), then again unpinned; ratios are to the floor of")
+    print("   the same round. cpu is the server's CPU time per answered request (all its threads); 'by cpu' is")
+    print("   floor cpu / service cpu. Each figure's requests are checked against the rows they left.")
     if db_override:
-        print("   (the floor writes to SQLite whatever --database says: it is the limit of this stack's durable write)")
+        print("   (the floor writes to SQLite whatever --database says: it is the limit of this stack's durable write;")
+        print("   the ceilings are SQLite's, and are left out)")
     data = work / "http"
     data.mkdir()
     url = database_url(data, db_override)
     seed.open_db(url)
     seed.tickets(10_000)
     seed.runs(50)
+    ceilings = []
+    if not db_override:  # the ceiling runs on a copy of the service's seeded database
+        ceiling_db = work / "ceiling.sqlite3"
+        with seed.storage_db.connection():
+            seed.storage_db.db.execute_sql(f"VACUUM INTO '{ceiling_db}'")
+        ceiling, ceiling_base = harness.start_ceiling(work, ceiling_db)
+        ceilings = [
+            (
+                f"ceiling {name}",
+                ceiling,
+                ceiling_base,
+                f"/ceiling/{name}",
+                body,
+                CI,
+                None,
+                lambda load, before, check=check: landed.within(ceiling_db, check, load, before),
+                lambda: landed.within(ceiling_db, landed.mark),
+            )
+            for name, body, check in (("notify", NOTIFY, landed.notify), ("events", EVENT, landed.events))
+        ]
     bare, bare_base = harness.start_bare(work)
     floor, floor_base, floor_db = harness.start_floor(work)
     service, base = harness.start_service(data, url)
@@ -98,6 +122,7 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
             lambda load, before: landed.floor(load, before, floor_db),
             lambda: landed.floor_mark(floor_db),
         ),
+        *ceilings,
         ("notify", service, base, "/api/v1/agents/writing/notify", NOTIFY, CI, 0.8, landed.notify, landed.mark),
         ("events", service, base, "/api/v1/events", EVENT, CI, 0.8, landed.events, landed.mark),
     ]
@@ -141,9 +166,12 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
                     ratio = load.rps / floor_load.rps
                     by_cpu = floor_load.cpu_ms / load.cpu_ms if load.cpu_ms else 0.0
                     said = f"   ratio {ratio:.2f} of the floor, by cpu {by_cpu:.2f}"
-                    if mode == "pinned" or len(rounds) == 1:
+                    if goal is not None and (mode == "pinned" or len(rounds) == 1):
                         said += f" ({verdict(ratio, goal)})"
-                print(f"   {name:<8} {load.line()}{said}   load average {os.getloadavg()[0]:.2f}")
+                    ceiling_load = figures.get(f"ceiling {name}")
+                    if ceiling_load is not None:
+                        said += f", {load.rps / ceiling_load.rps:.2f} of its ceiling"
+                print(f"   {name:<14} {load.line()}{said}   load average {os.getloadavg()[0]:.2f}")
                 print(f"     requests: {verdict_.text}: {'ok' if verdict_.ok else 'FAILED'}")
                 out.setdefault(mode, {})[name] = {
                     **harness.as_dict(load),
@@ -151,10 +179,16 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
                     "check_ok": verdict_.ok,
                     "load_average": os.getloadavg()[0],
                 }
-            for name in ("notify", "events"):
+            for name in ("notify", "events", *(c[0] for c in ceilings)):
                 load, floor_load = figures[name], figures["floor"]
                 out[mode][name]["ratio_to_floor"] = load.rps / floor_load.rps
                 out[mode][name]["ratio_to_floor_by_cpu"] = floor_load.cpu_ms / load.cpu_ms if load.cpu_ms else 0.0
+                ceiling_load = figures.get(f"ceiling {name}")
+                if ceiling_load is not None:
+                    out[mode][name]["ratio_to_ceiling"] = load.rps / ceiling_load.rps
+                    out[mode][name]["ratio_to_ceiling_by_cpu"] = (
+                        ceiling_load.cpu_ms / load.cpu_ms if load.cpu_ms else 0.0
+                    )
             out[mode]["floor"]["ratio_to_bare"] = figures["floor"].rps / figures["bare"].rps
         _headline(out, [mode for mode, _, _ in rounds])
         print("   -- the snapshot against the bare app (unpinned)")
@@ -190,7 +224,7 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
                 "load_average": os.getloadavg()[0],
             }
     finally:
-        for process in (bare, floor, service, computing):
+        for process in (bare, floor, service, computing, *{c[1] for c in ceilings}):
             process.stop()
     print(f"   request checks: {'all ok' if checks_ok else 'FAILED (see above)'}")
     return out
@@ -212,6 +246,14 @@ def _headline(out: dict, modes: list[str]) -> None:
             other = out[mode][name]
             line += f";   {mode} {other['ratio_to_floor']:.2f}, by cpu {other['ratio_to_floor_by_cpu']:.2f}"
         print(line)
+        ceiling = out[head].get(f"ceiling {name}")
+        if ceiling is not None:
+            print(
+                f"            its ceiling {ceiling['ratio_to_floor']:.2f} of the floor, by cpu"
+                f" {ceiling['ratio_to_floor_by_cpu']:.2f}: the most any code keeping what the service owes could"
+                f" reach; {name} is {first['ratio_to_ceiling']:.2f} of it,"
+                f" by cpu {first['ratio_to_ceiling_by_cpu']:.2f}"
+            )
 
 
 def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
