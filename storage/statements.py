@@ -61,10 +61,11 @@ def _column(model: type[Model], name: str) -> str:
     return f'"{model._meta.fields[name].column_name}"'
 
 
-# The value a plain field's `db_value` hands back unchanged, by the field's exact class (a subclass may convert,
-# as the JSON fields do): peewee's own adapters return a `str` of a text field, an `int` of an integer field and a
-# `bool` of a boolean field as they are, and every field's `db_value` returns None as it is. Such values skip the
-# two calls (`db_value`, `adapt`) a value otherwise costs; every other value goes through its field's `db_value`.
+# The value a plain field's `db_value` (and `python_value`) hands back unchanged, by the field's exact class (a
+# subclass may convert, as the JSON fields do): peewee's own adapters return a `str` of a text field, an `int` of
+# an integer field and a `bool` of a boolean field as they are, and every field's conversions return None as it
+# is. Such values skip the two calls (`db_value`, `adapt`) a value otherwise costs; every other value goes through
+# its field's conversion (a boolean read from SQLite is an int, and is converted).
 _UNCHANGED = {
     CharField: str,
     TextField: str,
@@ -208,9 +209,20 @@ def execute(key: tuple, sql: str, params: list[Any]) -> int:
     return db.obj.execute_sql(_compose(("execute", *key), lambda param: sql.replace("?", param)), params).rowcount
 
 
+# A model's columns as read: each field's name, the type its `python_value` hands back unchanged, and its
+# `python_value` (plain fields read back what they were written as: see `_UNCHANGED`).
+_readers: dict[type, tuple] = {}
+
+
 def _instance(model: type[M], row: tuple) -> M:
-    fields = model._meta.sorted_fields
-    data = {f.name: (f.python_value(v) if v is not None else None) for f, v in zip(fields, row, strict=True)}
+    readers = _readers.get(model)
+    if readers is None:
+        fields = model._meta.sorted_fields
+        readers = _readers[model] = tuple((f.name, _unchanged(f), f.python_value) for f in fields)
+    data = {
+        name: value if value is None or type(value) is kind else convert(value)
+        for (name, kind, convert), value in zip(readers, row, strict=True)
+    }
     return _with_data(model, data)
 
 
