@@ -145,16 +145,19 @@ class Writer:
                 except queue.Empty:
                     break
             execute("BEGIN IMMEDIATE")
-            for job in batch:
-                if len(batch) > 1:
+            for n, job in enumerate(batch):
+                # As the service's writer: every unit after the first in a savepoint, so a failure takes back only
+                # itself (the first, alone in the transaction, fails with all of it and is begun again).
+                if n:
                     execute("SAVEPOINT unit")
                 try:
                     job[3] = job[0](execute, *job[1])
                 except Exception as error:  # the request answers it
                     job[3] = error
-                    if len(batch) > 1:
-                        execute("ROLLBACK TO unit")
-                if len(batch) > 1:
+                    execute("ROLLBACK TO unit" if n else "ROLLBACK")
+                    if not n:
+                        execute("BEGIN IMMEDIATE")
+                if n:
                     execute("RELEASE unit")
             execute("COMMIT")
             for job in batch:
