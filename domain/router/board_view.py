@@ -80,39 +80,59 @@ class Facts:
 
 
 class RecordingBoardView:
-    """Another view, read through, keeping what was read as `facts` (one decision: make one per evaluation)."""
+    """Another view, read through, keeping what was read as the decision's facts (one decision: make one per
+    evaluation). The facts are kept on the view itself, as `Facts` holds them: every event and replayed line
+    makes one of these."""
 
-    __slots__ = ("facts", "inner")
+    __slots__ = (
+        "fixer_dispatches_read",
+        "initiative_stage_read",
+        "inner",
+        "slots_held_read",
+        "ticket_initiative_id",
+        "ticket_stage",
+        "wallet_locked_read",
+    )
 
     def __init__(self, inner: BoardView):
         self.inner = inner
-        self.facts = Facts()
+        self.ticket_stage = self.ticket_initiative_id = self.initiative_stage_read = None
+        self.wallet_locked_read = False
+        self.slots_held_read = 0
+        self.fixer_dispatches_read = None
+
+    def facts_dict(self) -> dict[str, Any]:
+        """What the gates read, as `Facts.as_dict` shapes it (the decision's `facts`)."""
+        return {
+            "ticket_stage": self.ticket_stage,
+            "ticket_initiative_id": self.ticket_initiative_id,
+            "initiative_stage": self.initiative_stage_read,
+            "wallet_locked": self.wallet_locked_read,
+            "slots_held_by_others": self.slots_held_read,
+            "fixer_dispatches": self.fixer_dispatches_read,
+        }
 
     def ticket(self, key: str) -> TicketState | None:
         state = self.inner.ticket(key)
         if state is not None:
-            self.facts.ticket_stage = state.stage
-            self.facts.ticket_initiative_id = state.initiative_id
+            self.ticket_stage = state.stage
+            self.ticket_initiative_id = state.initiative_id
         return state
 
     def initiative_stage(self, initiative_id: str) -> str | None:
-        stage = self.inner.initiative_stage(initiative_id)
-        self.facts.initiative_stage = stage
+        stage = self.initiative_stage_read = self.inner.initiative_stage(initiative_id)
         return stage
 
     def wallet_locked(self) -> bool:
-        locked = self.inner.wallet_locked()
-        self.facts.wallet_locked = locked
+        locked = self.wallet_locked_read = self.inner.wallet_locked()
         return locked
 
     def slots_held_by_others(self, key: str | None) -> int:
-        held = self.inner.slots_held_by_others(key)
-        self.facts.slots_held_by_others = held
+        held = self.slots_held_read = self.inner.slots_held_by_others(key)
         return held
 
     def fixer_dispatches(self, key: str, since: datetime) -> int:
-        used = self.inner.fixer_dispatches(key, since)
-        self.facts.fixer_dispatches = used
+        used = self.fixer_dispatches_read = self.inner.fixer_dispatches(key, since)
         return used
 
 

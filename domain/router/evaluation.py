@@ -11,6 +11,8 @@ from domain.router.gates import GATES, GateInput, Policy
 from domain.router.rules import first_match
 
 WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED = "would_dispatch", "blocked", "no_action", "rejected"
+# The gates in their order, each as (the name its decisions record, its check).
+_CHECKS = tuple((gate.name, gate.check) for gate in GATES)
 
 
 @dataclass(slots=True)
@@ -33,12 +35,12 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
     given = GateInput(envelope, ticket, view, policy, now, role)
     results = []
     passed = True
-    for gate in GATES:
+    for name, check in _CHECKS:
         # Each gate's verdict as the decision records it (`GateResult.as_dict`'s shape), built directly: this
         # loop runs six times for every event, replayed line and backtested decision.
-        ok, reason = gate.check(given)
+        ok, reason = check(given)
         passed = passed and ok
-        results.append({"gate": gate.name, "passed": ok, "reason": reason})
+        results.append({"gate": name, "passed": ok, "reason": reason})
     if not passed:
         outcome = BLOCKED
     elif role is not None:

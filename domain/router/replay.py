@@ -21,7 +21,8 @@ from typing import Any, TextIO
 
 import orjson
 
-from contracts.envelope import envelope_violations
+from contracts import conforms
+from contracts.envelope import ENVELOPE, envelope_violations
 from domain.router.board_view import RecordingBoardView, SnapshotBoardView
 from domain.router.evaluation import REJECTED, WOULD_DISPATCH, evaluate
 from domain.router.gates import Policy
@@ -35,13 +36,6 @@ class ReplaySummary:
     outcomes: Counter = field(default_factory=Counter)
     roles: Counter = field(default_factory=Counter)
     duplicates: int = 0
-    _policy: dict[str, Any] | None = None
-
-    def policy_recorded(self, policy: Policy) -> dict[str, Any]:
-        """The policy as each decision records it, worked out once per replay."""
-        if self._policy is None:
-            self._policy = policy.as_dict()
-        return self._policy
 
     def text(self) -> str:
         parts = ", ".join(f"{name} {self.outcomes.get(name, 0)}" for name in ("would_dispatch", "blocked", "no_action"))
@@ -63,6 +57,7 @@ def replay(
 ) -> ReplaySummary:
     """Evaluate each line of `lines` and write one decision per line to `out`; return the counts."""
     summary = ReplaySummary()
+    recorded = policy.as_dict()  # the policy as each decision records it, worked out once
     recent: OrderedDict[str, int] = OrderedDict()
     # A file's text stream takes the encoded lines straight into its buffer (a line is written per envelope).
     raw = getattr(out, "buffer", None)
@@ -72,7 +67,7 @@ def replay(
         if not line or line.isspace():
             continue
         summary.lines += 1
-        decision = _one(number, line, view, policy, recent, recent_ids, summary)
+        decision = _one(number, line, view, policy, recorded, recent, recent_ids, summary)
         if not with_envelope:
             decision.pop("envelope", None)
         encoded = _line(decision)
@@ -99,6 +94,7 @@ def _one(
     line: str,
     view: SnapshotBoardView,
     policy: Policy,
+    recorded: dict[str, Any],
     recent: OrderedDict[str, int],
     recent_ids: int,
     summary: ReplaySummary,
@@ -110,10 +106,11 @@ def _one(
         return _rejected(number, None, [{"path": "", "message": f"not JSON: {exc}"}])
     if isinstance(document, dict) and "outcome" in document and isinstance(document.get("envelope"), dict):
         document = document["envelope"]  # a decision exported from the API
-    found = envelope_violations(document)
-    if found:
-        summary.outcomes[REJECTED] += 1
-        return _rejected(number, document, [v.as_dict() for v in found])
+    if not conforms(ENVELOPE, document):  # the fast verdict first; what is wrong only when something is
+        found = envelope_violations(document)
+        if found:
+            summary.outcomes[REJECTED] += 1
+            return _rejected(number, document, [v.as_dict() for v in found])
     event_id = document["id"]
     if event_id in recent:
         summary.duplicates += 1
@@ -144,8 +141,8 @@ def _one(
         "dispatched": False,
         "envelope": document,
         # What the gates applied and read, as a live decision records them.
-        "policy": summary.policy_recorded(policy),
-        "facts": reading.facts.as_dict(),
+        "policy": recorded,
+        "facts": reading.facts_dict(),
     }
 
 

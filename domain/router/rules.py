@@ -46,4 +46,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def first_match(envelope: Envelope) -> Rule | None:
-    return next((rule for rule in RULES if rule.matches(envelope)), None)
+    for rule in RULES:  # a loop, not next() over a generator: every event and replayed line asks
+        if rule.matches(envelope):
+            return rule
+    return None

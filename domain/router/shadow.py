@@ -156,7 +156,7 @@ class ShadowRouter:
             envelope=document,
             errors=None,
             policy=self.recorded_policy,
-            facts=view.facts.as_dict(),
+            facts=view.facts_dict(),
         )
         scorecard.record_decision(
             decision_id=row.id,
