@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from domain.router.board_view import SnapshotBoardView, TicketState
+from domain.router.board_view import Facts, RecordingBoardView, SnapshotBoardView, TicketState
 from domain.router.evaluation import evaluate
 from domain.router.gates import GATE_NAMES, GATES, Policy
 
@@ -107,3 +107,26 @@ def test_the_coder_rule(change, outcome, role):
     envelope["actor"] = {"kind": "human", "id": "github:svc-coder[bot]"}
     result = evaluate(envelope, board(**{"PORT-12": "queued"}), POLICY, now=NOW)
     assert (result.outcome, result.role) == (outcome, role)
+
+
+def test_a_recording_view_keeps_exactly_what_the_gates_read_in_the_shape_the_recorded_facts_are_read_back():
+    """The facts a decision records (kept on the recording view) are what `Facts` reads back for a backtest."""
+    inner = board(**{"PORT-12": "execute"})
+    inner.fleet_holders = {"PORT-2", "PORT-3"}
+    inner.note_fixer_dispatch("PORT-12", NOW - timedelta(hours=1))
+    reading = RecordingBoardView(inner)
+    untouched = reading.facts_dict()
+    assert untouched == Facts().as_dict()
+
+    result = evaluate(example("envelopes/valid/pipeline_failed.json"), reading, POLICY, now=NOW)
+    recorded = reading.facts_dict()
+    assert result.role == "fixer"
+    assert recorded == {
+        "ticket_stage": "execute",
+        "ticket_initiative_id": "portfolio",
+        "initiative_stage": "active",
+        "wallet_locked": False,
+        "slots_held_by_others": 2,
+        "fixer_dispatches": 1,
+    }
+    assert Facts.from_dict(recorded).as_dict() == recorded
