@@ -29,10 +29,11 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
     blocked; only `would_dispatch` counts against the retry budget.
     """
     subject = envelope["subject"]
-    ticket = view.ticket(subject["id"]) if subject["type"] == "ticket" else None
+    key = subject["id"] if subject["type"] == "ticket" else None
+    ticket = view.ticket(key) if key is not None else None
     rule = first_match(envelope)
     role = rule.role if rule is not None else None
-    given = GateInput(envelope, ticket, view, policy, now, role)
+    given = GateInput(envelope, ticket, view, policy, now, role, key)
     results = []
     passed = True
     for name, check in _CHECKS:

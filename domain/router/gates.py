@@ -92,11 +92,8 @@ class GateInput:
     now: datetime
     # The role of the rule that matches the event (`domain/router/rules.py`), or None: what live mode would dispatch.
     role: str | None = None
-
-    @property
-    def subject_key(self) -> str | None:
-        subject = self.envelope["subject"]
-        return subject["id"] if subject["type"] == "ticket" else None
+    # The subject's ticket key when the subject is a ticket (known on the board or not), else None.
+    subject_key: str | None = None
 
 
 @dataclass(slots=True)

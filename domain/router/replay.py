@@ -70,7 +70,10 @@ def replay(
         decision = _one(number, line, view, policy, recorded, recent, recent_ids, summary)
         if not with_envelope:
             decision.pop("envelope", None)
-        encoded = _line(decision)
+        try:  # a line per envelope is most of replay's own work: by orjson, by json for what orjson refuses
+            encoded = orjson.dumps(decision, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError:
+            encoded = _line(decision)
         if raw is not None:
             raw.write(encoded)
         else:
@@ -81,12 +84,9 @@ def replay(
 
 
 def _line(decision: dict[str, Any]) -> bytes:
-    """One decision as a UTF-8 JSON line: by orjson (a line per envelope is most of replay's own work), by json for
-    what orjson refuses (an integer beyond 64 bits, a lone surrogate in a rejected line, escaped)."""
-    try:
-        return orjson.dumps(decision, option=orjson.OPT_APPEND_NEWLINE)
-    except TypeError:
-        return (json.dumps(decision, separators=(",", ":")) + "\n").encode()
+    """One decision as a UTF-8 JSON line by json, for what orjson refuses (an integer beyond 64 bits, a lone
+    surrogate in a rejected line, escaped)."""
+    return (json.dumps(decision, separators=(",", ":")) + "\n").encode()
 
 
 def _one(
