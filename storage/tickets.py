@@ -99,18 +99,24 @@ def compare_and_swap(
     from a fresh read. On success the in-memory `ticket` carries the new version.
 
     `known` is the row as it was read at `expected_version` (by field name; `ticket`'s own values when not
-    given): a change to the value a column already holds is left out of the statement. Every change to a ticket
-    comes through here and takes its version up, so the row at that version holds exactly those values, and
-    SQLite then leaves alone the indexes on what did not change (a notify that leaves the writing ticket where
-    it was rewrites none of the four on its stage and Needs-you).
+    given): a change to the value a column already holds is not written but checked, as the stage and version
+    are (SQLite then leaves alone the indexes on what did not change: a notify that leaves the writing ticket
+    where it was rewrites none of the four on its stage and Needs-you). So a `known` that is not what the row
+    holds (a row this process swapped in a transaction that then rolled back, and another process has since
+    taken to the same version) loses the swap like any stale read, and is read again, instead of leaving a
+    column unwritten. A null is always written: it is not compared with `=`.
     """
     new_version = expected_version + 1
     known = ticket.__data__ if known is None else known
-    writes = {name: value for name, value in changes.items() if name not in known or known[name] != value}
+    where = {"key": ticket.key, "stage": expected_stage, "version": expected_version}
+    writes = {}
+    for name, value in changes.items():
+        if value is not None and name in known and known[name] == value:
+            where.setdefault(name, value)  # unchanged: checked, not written
+        else:
+            writes[name] = value
     writes["version"] = new_version
-    updated = statements.update(
-        Ticket, writes, {"key": ticket.key, "stage": expected_stage, "version": expected_version}
-    )
+    updated = statements.update(Ticket, writes, where)
     if updated != 1:
         _known().pop(ticket.key, None)
         return False

@@ -71,3 +71,24 @@ def test_the_stuck_count_leaves_out_the_keys_it_is_told_to_in_every_stage(api):
         assert tickets.count_stuck(changed_before=later, live_stages=live, exclude_keys=("PORT-2",)) == 3
         listed = tickets.stuck(changed_before=later, live_stages=live, limit=10, exclude_keys=("PORT-1", "PORT-3"))
         assert sorted(t.key for t in listed) == ["PORT-2", "PORT-4"]
+
+
+def test_a_swap_leaves_out_what_does_not_change_but_loses_to_a_row_that_is_not_as_known(app, db_session):
+    """A column whose value does not change is not written, only checked: a view of the row that is not what the
+    database holds (here: a swap this process made in a transaction that rolled back, while another process took
+    the row to the same version with other values) loses the swap instead of leaving that column unwritten."""
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    _ticket(now)
+    mine = tickets.get("PORT-1")
+    stale = dict(mine.__data__, waiting_on="you", needs_you=True, version=2)  # what a rolled-back swap left known
+    Ticket.update(waiting_on="ops", needs_you=True, version=2).where(Ticket.key == "PORT-1").execute()  # another
+    changes = {"waiting_on": "you", "needs_you": True, "updated_at": now}
+    row = tickets.get("PORT-1")
+    assert not tickets.compare_and_swap(row, expected_stage="queued", expected_version=2, changes=changes, known=stale)
+    assert (tickets.get("PORT-1").waiting_on, tickets.get("PORT-1").version) == ("ops", 2)
+
+    fresh = tickets.get("PORT-1")
+    known = dict(fresh.__data__)
+    assert tickets.compare_and_swap(fresh, expected_stage="queued", expected_version=2, changes=changes, known=known)
+    stored = tickets.get("PORT-1")
+    assert (stored.waiting_on, stored.needs_you, stored.version) == ("you", True, 3)
