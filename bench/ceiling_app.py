@@ -206,7 +206,6 @@ class Units:
         swapped = execute(statement, (*sets.values(), now, version, KEY, before, row["version"])).rowcount
         if swapped != 1:
             raise RuntimeError("the writing ticket changed behind the ceiling's back")
-        row.update(sets, updated_at=now, version=version)
         data = {
             "from": before,
             "to": moved.stage,
@@ -223,6 +222,7 @@ class Units:
         receipt = execute(
             INSERT_RECEIPT, (now, text, orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode())
         ).lastrowid
+        row.update(sets, updated_at=now, version=version)  # every statement went through: the row as stored
         setting = execute(SETTING).fetchone() if row["needs_you"] else None
         enabled = setting is None or json.loads(setting[0])["enabled"]
         at = shown(now)

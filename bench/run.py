@@ -85,7 +85,7 @@ def http_limit(work: Path, seconds: float, db_override: str | None) -> dict:
     if not db_override:  # the ceiling runs on a copy of the service's seeded database
         ceiling_db = work / "ceiling.sqlite3"
         with seed.storage_db.connection():
-            seed.storage_db.db.execute_sql(f"VACUUM INTO '{ceiling_db}'")
+            seed.storage_db.db.execute_sql("VACUUM INTO ?", [str(ceiling_db)])
         ceiling, ceiling_base = harness.start_ceiling(work, ceiling_db)
         ceilings = [
             (

@@ -35,11 +35,14 @@ class JSONFormatter(logging.Formatter):
 
     def at(self, record: logging.LogRecord) -> str:
         """The record's time, UTC, to the millisecond (`2026-11-24T14:21:16.059Z`)."""
-        second = int(record.created)
+        created = record.created
+        second = int(created)
         kept = self._second
         if kept[0] != second:
             kept = self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-        return f"{kept[1]}.{int(record.msecs):03d}Z"
+        # The milliseconds from `created` itself, not `record.msecs`: on Python 3.13 and later that comes from the
+        # nanoseconds, and next to a second's end it can disagree with `int(created)`.
+        return f"{kept[1]}.{int((created - second) * 1000):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
