@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from domain.clock import Clock
+from domain.health import HEARTBEAT_SECONDS
 from domain.ops import runs
-from domain.ops.pulse import HEARTBEAT_SECONDS
 from domain.ops.schedules import AGENTS, AgentSchedule
 from domain.outage import DatabaseOutage
 from jobs.delivery import OutboxDeliverer
