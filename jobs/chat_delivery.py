@@ -9,9 +9,10 @@ processes:
 - a rolling minute: Discord allows 30 posts a minute per webhook, a limit its headers do not announce, so at
   most `PER_MINUTE` chat posts go out in any 60 seconds, counted from the outbox's own `sent_at`.
 
-A post held back by pacing is deferred (no failed attempt is counted); a 429 is a failed attempt retried
-after its `retry_after`; 5xx, timeouts and connection errors follow the outbox backoff; 404 and other 4xx
-give up. With no `DISCORD_WEBHOOK_URL` a post is marked `skipped`: recorded, not sent.
+A post held back by pacing is deferred (no failed attempt is counted); Discord's refusals are `TransportError`s,
+as every target's (`Outcome.failed`): a 429 is a failed attempt retried after its `retry_after`; 5xx, timeouts and
+connection errors follow the outbox backoff (a 5xx's own `Retry-After`, if it sends one); 404 and other 4xx give
+up. With no `DISCORD_WEBHOOK_URL` a post is marked `skipped`: recorded, not sent.
 """
 
 from __future__ import annotations
