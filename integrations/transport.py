@@ -13,9 +13,10 @@ A module adds what only its target knows (Discord's rate-limit headers, Linear's
 same type; the outbox handlers (`jobs/`) read `permanent` and `retry_after` and nothing else.
 
 Every call has a (connect, read) timeout and never follows a redirect; the credential goes as explicit `auth` (so a
-`~/.netrc` entry for the host can never replace it). Errors name the target as the caller names it and the
-exception's type, never a URL, a header or the text of a `requests` exception (which quotes the URL), so no token
-reaches a log, a timeline or an outbox note. A module for a REST API (the forges, say) needs no more than:
+`~/.netrc` entry for the host can never replace it). Errors name the target as the caller names it ("Linear"; a
+webhook URL shown without its token) and the exception's type, never a header or the text of a `requests` exception
+(which quotes the URL), so no token reaches a log, a timeline or an outbox note. A module for a REST API (the
+forges, say) needs no more than:
 
     session = transport.session("svc-delivery/1 (forge)")
     auth = transport.HeaderAuth(f"Bearer {token}")
@@ -57,7 +58,7 @@ class TransportError(Exception):
     `permanent`: trying again cannot help (give up, record `detail`); else it is transient, to be tried again no
     sooner than `retry_after` seconds when the target said so (None: the caller's own backoff). `status` is the HTTP
     status when there was an answer; `rate` what the answer's rate-limit headers said, when the module reads them.
-    `detail` is safe to log and to show: it never holds a URL, a header or a token.
+    `detail` is safe to log and to show: it names the target as the caller did, never a header or a token.
     """
 
     def __init__(
