@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from urllib.parse import urlsplit, urlunsplit
 
 from api.auth import PeopleCredentials
 from domain import accounts
@@ -36,10 +35,7 @@ class DatabaseAway:
         self.relay: TcpRelay | None = None
         self.holder: sqlite3.Connection | None = None
         if self.path is None:
-            parts = urlsplit(database_url)
-            self.relay = TcpRelay((parts.hostname or "127.0.0.1", parts.port or 5432))
-            netloc = f"{parts.username + '@' if parts.username else ''}127.0.0.1:{self.relay.port}"
-            self.url = urlunsplit(parts._replace(netloc=netloc))
+            self.relay, self.url = TcpRelay.in_front_of(database_url)
 
     def begin(self) -> None:
         if self.relay is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from urllib.parse import urlsplit, urlunsplit
 
 
 class TcpRelay:
@@ -23,6 +24,14 @@ class TcpRelay:
         self._flowing = threading.Event()
         self._flowing.set()
         self._listen()
+
+    @classmethod
+    def in_front_of(cls, url: str, *, default_port: int = 5432) -> tuple[TcpRelay, str]:
+        """A relay to the server `url` names, and `url` aimed at the relay instead (user and database kept)."""
+        parts = urlsplit(url)
+        relay = cls((parts.hostname or "127.0.0.1", parts.port or default_port))
+        netloc = f"{parts.username + '@' if parts.username else ''}127.0.0.1:{relay.port}"
+        return relay, urlunsplit(parts._replace(netloc=netloc))
 
     def _listen(self) -> None:
         listener = socket.socket()
