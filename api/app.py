@@ -28,8 +28,8 @@ from api.web import pages, router_right
 from domain.board import Board, StageListener
 from domain.clock import Clock, system_clock
 from domain.config import Config
+from domain.health import heartbeat_age
 from domain.ops.agents import OpsAgents
-from domain.ops.pulse import heartbeat_age
 from domain.outage import DatabaseOutage
 from domain.router.board_events import queue_for_router
 from domain.router.shadow import ShadowRouter
@@ -103,7 +103,7 @@ def create_app(
     if outage is not None:  # a test's, to look at or to feed
         services.outage = outage
     services.writing = WritingAgent(config, clock, services.board)
-    services.ops = OpsAgents(config, clock, board=services.board)
+    services.ops = OpsAgents(config, clock, board=services.board, outage=services.outage)
     services.metrics = Metrics(clock, heartbeat_age=heartbeat_age)
     authenticator = Authenticator(config, failures or FailedCredentials(), people)
     app = falcon.App(

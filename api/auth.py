@@ -118,9 +118,14 @@ class _Pending:
 
     def __init__(self):
         self.done = threading.Event()
-        self.answered = False
         self.identity: Identity | None = None
+        self.failure: BaseException | None = None  # why the check could not answer (the database, say)
         self.waiting = 0
+
+
+class CheckFailed(Exception):
+    """The password check a request waited for could not answer; its cause (`__cause__`) is why, so the request is
+    answered as the one that ran the check was: an outage of the database is a 503 (`api/errors.py`)."""
 
 
 def _too_many_checks() -> Problem:
@@ -226,13 +231,15 @@ class PeopleCredentials:
                 pending.waiting += 1
         if not first:
             pending.done.wait()
-            if not pending.answered:  # the check failed (the database, say): this request cannot be answered either
-                raise _too_many_checks()
+            if pending.failure is not None:
+                raise CheckFailed("the password check this request waited for failed") from pending.failure
             return pending.identity
         try:
             pending.identity = self._check_now(key, name, password)
-            pending.answered = True
             return pending.identity
+        except BaseException as exc:
+            pending.failure = exc
+            raise
         finally:
             with self._lock:
                 self._checking.pop(key, None)

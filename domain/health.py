@@ -1,5 +1,6 @@
-"""What `GET /healthz` (`api/resources/health.py`) reports: each check ok or failing, with a detail,
-and whether this process can serve.
+"""The service's health checks, one source for what `GET /healthz` (`api/resources/health.py`) reports, the daily
+pulse's health issues and the ops snapshot's `health` (`domain/ops/`): each check ok or failing, with a detail, and
+whether this process can serve.
 
 The checks: `database` (it answers, and writes have not been failing in the last seconds), `disk` (the space left
 where SQLite keeps its file), `jobs` (the jobs process's heartbeat), `outbox` (messages waiting too long or given
@@ -11,16 +12,22 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from domain.config import Config
-from domain.ops.pulse import service_health
 from domain.outage import DatabaseOutage
-from storage.db import DISK, sqlite_path
+from storage import job_state, outbox
+from storage.db import DISK, ping, sqlite_path
 
 OK, DEGRADED, FAILING = "ok", "degraded", "failing"
+# How often a jobs process beats (`jobs/process.py`). A beat two minutes old (two dozen missed) means the jobs
+# are down: the heartbeat has its own thread, so a long bay wipe never delays it.
+HEARTBEAT_SECONDS = 5
+HEARTBEAT_STALE = timedelta(seconds=HEARTBEAT_SECONDS * 24)
+OUTBOX_STALE = timedelta(minutes=15)
+FAILED_WINDOW = timedelta(hours=24)
 # The checks whose failure stops this process from serving.
 SERVING = frozenset({"database", "disk"})
 # An outage counts against health for this long after its last failed operation, and no longer: the process's
@@ -50,13 +57,17 @@ class Health:
 
 
 def health(config: Config, now: datetime, outage: DatabaseOutage) -> Health:
-    """Run every check now."""
-    checks = service_health(now)
-    if not checks["database"]["ok"]:
+    """Run every check now. `outage` is what this process knows of a database outage (its recent failed writes)."""
+    db_ok, db_detail = ping()
+    checks: dict[str, dict[str, Any]] = {"database": {"ok": db_ok, "detail": db_detail}}
+    if db_ok:
+        checks["jobs"] = jobs_check(now)
+        checks["outbox"] = outbox_check(now)
+    else:
         # What only the database knows cannot be read while it is down: said, not left out of the body.
         unknown = "not known while the database cannot be read"
-        checks.setdefault("jobs", {"ok": False, "detail": f"jobs heartbeat {unknown}"})
-        checks.setdefault("outbox", {"ok": False, "detail": f"outbox backlog {unknown}"})
+        checks["jobs"] = {"ok": False, "detail": f"jobs heartbeat {unknown}"}
+        checks["outbox"] = {"ok": False, "detail": f"outbox backlog {unknown}"}
     current = outage.current
     recent = current is not None and outage.monotonic() - current.last < RECENT_SECONDS
     database = checks["database"]
@@ -68,6 +79,62 @@ def health(config: Config, now: datetime, outage: DatabaseOutage) -> Health:
     forge_ok, forge_detail = config.forge_secret_check()
     checks["forge_secret"] = {"ok": forge_ok, "detail": forge_detail}
     return Health(checks)
+
+
+def jobs_check(now: datetime) -> dict[str, Any]:
+    """Whether a jobs process beat lately (`HEARTBEAT_STALE`)."""
+    age = heartbeat_age(now)
+    if age is None:
+        return {
+            "ok": False,
+            "detail": "no jobs process has ever reported: chat posts and tracker closes are not delivered",
+            "heartbeat_age_seconds": None,
+        }
+    age = max(age, 0.0)
+    fresh = age <= HEARTBEAT_STALE.total_seconds()
+    detail = (
+        f"jobs process alive (last heartbeat {age:.0f} s ago)"
+        if fresh
+        else f"no jobs process heartbeat for {duration(age)}: chat posts and tracker closes are not delivered"
+    )
+    return {"ok": fresh, "detail": detail, "heartbeat_age_seconds": round(age, 1)}
+
+
+def outbox_check(now: datetime) -> dict[str, Any]:
+    """Messages pending longer than `OUTBOX_STALE`, or given up in the last `FAILED_WINDOW`."""
+    backlog = outbox.backlog(now=now)
+    failed = outbox.count_failed_since(now - FAILED_WINDOW)
+    problems = []
+    if backlog["pending"] and backlog["oldest_age_seconds"] > OUTBOX_STALE.total_seconds():
+        problems.append(
+            f"{backlog['pending']} outbox message(s) pending, the oldest for {duration(backlog['oldest_age_seconds'])}"
+        )
+    if failed:
+        problems.append(f"{failed} outbox message(s) given up in the last 24 h")
+    return {
+        "ok": not problems,
+        "detail": "; ".join(problems) or f"{backlog['pending']} pending, nothing overdue",
+        "pending": backlog["pending"],
+        "oldest_age_seconds": round(backlog["oldest_age_seconds"], 1),
+        "failed_last_24h": failed,
+    }
+
+
+def heartbeat_age(now: datetime) -> float | None:
+    """Seconds since any jobs process last beat, or None if none ever did."""
+    last = job_state.last_beat()
+    return None if last is None else (now - last).total_seconds()
+
+
+def duration(seconds: float) -> str:
+    """A duration as a person reads it at a glance: 45 s, 20 min, 5 h, 3 d."""
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.0f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.0f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
 
 
 def disk_check(config: Config, database_file: Path | None, *, recent_disk_failure: str | None = None) -> dict[str, Any]:

@@ -5,11 +5,12 @@ One call, Execute Webhook (`POST /webhooks/{id}/{token}?wait=true`), with a JSON
 ping anyone. `wait=true` makes Discord answer 200 with the created message only once it is saved, so a
 message Discord dropped is an error here instead of a silent 204.
 
-Each answer is classified for the outbox (see `jobs/chat_delivery.py`): sent; rate limited (429, with `retry_after`
-from the JSON body, in seconds and possibly fractional, or the `Retry-After` header); transient (5xx, a
-connection error, a timeout); or permanent (404: the webhook was deleted; any other 4xx). The
-`X-RateLimit-*` headers of every answer are read and handed back so the caller can pace itself instead of
-hard-coding Discord's limits.
+Each answer is classified by `integrations/transport.py`, the same way as every other target's: a 2xx is
+`Posted`; anything else raises `TransportError`: transient (5xx, a connection error, a timeout; 429, with
+`retry_after` from Discord's JSON body, in seconds and possibly fractional, else its `Retry-After` header) or
+permanent (404: the webhook was deleted; any other 4xx). The `X-RateLimit-*` headers of every answer are read into a
+`RateLimit`, on the success and on the error alike, so the caller can pace itself instead of hard-coding Discord's
+limits.
 
 The webhook URL carries its token, so it never appears in what this module returns or logs: the target is
 shown as `https://discord.com/api/webhooks/<id>/…`, and exception texts (which quote the URL) are never
@@ -20,41 +21,30 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import requests
 
+from integrations import transport
+from integrations.transport import RateLimit
+
 MAX_CONTENT = 2000
 # (connect, read) seconds: every call is bounded, a hung Discord never holds the jobs process.
 DEFAULT_TIMEOUT = (5.0, 15.0)
-# A 429 without a usable retry_after waits this long; a retry_after above the cap is capped (the outbox
-# keeps the message, nothing is lost by asking again later).
+# A 429 without a usable retry_after waits this long (the outbox keeps the message, nothing is lost by asking again
+# later); a longer one is capped at transport.MAX_RETRY_AFTER.
 DEFAULT_RETRY_AFTER = 5.0
-MAX_RETRY_AFTER = 3600.0
-
-SENT, RATE_LIMITED, TRANSIENT, PERMANENT = "sent", "rate_limited", "transient", "permanent"
+USER_AGENT = "svc-delivery/1 (chat)"
 
 
 @dataclass(frozen=True)
-class RateLimit:
-    """What the `X-RateLimit-*` headers of one answer said (None when a header was absent or unreadable)."""
+class Posted:
+    """A message Discord saved, and what the answer's rate-limit headers said."""
 
-    limit: int | None = None
-    remaining: int | None = None
-    reset_after: float | None = None
-    bucket: str | None = None
-    scope: str | None = None
-    is_global: bool = False
-
-
-@dataclass(frozen=True)
-class PostResult:
-    kind: str  # SENT, RATE_LIMITED, TRANSIENT or PERMANENT
     detail: str
-    status_code: int | None = None
-    retry_after: float | None = None
-    rate: RateLimit = RateLimit()
+    status: int
+    rate: RateLimit = field(default_factory=RateLimit)
     message_id: str | None = None
 
 
@@ -110,45 +100,33 @@ class DiscordWebhook:
         self._url = _with_wait(url)
         self.target = shown(url)
         self.timeout = timeout
-        self.session = session or requests.Session()
+        self.session = session or transport.session(USER_AGENT)
 
-    def execute(self, content: str) -> PostResult:
-        """Post `content`; never raises for anything the network or Discord does."""
-        try:
-            response = self.session.post(self._url, json=payload(content), timeout=self.timeout, allow_redirects=False)
-        except requests.Timeout:
-            # Discord may have created the message before we stopped waiting: trying again is at least once.
-            return PostResult(TRANSIENT, f"no answer from Discord within {self.timeout[1]:g}s (timed out)")
-        except requests.ConnectionError:
-            return PostResult(TRANSIENT, f"could not connect to {self.target}")
-        except requests.RequestException as exc:  # the exception's text quotes the URL: only its type leaves
-            return PostResult(TRANSIENT, f"request to {self.target} failed ({type(exc).__name__})")
+    def execute(self, content: str) -> Posted:
+        """Post `content`: `Posted`, or `TransportError` (with the answer's `rate` when there was one)."""
+        # The target named in errors is the URL without its token.
+        response = transport.send(
+            self.session, "POST", self._url, target=self.target, timeout=self.timeout, json=payload(content)
+        )
         return classify(response)
 
 
-def classify(response: requests.Response) -> PostResult:
-    code = response.status_code
+def classify(response: requests.Response) -> Posted:
+    """A 2xx as `Posted`; anything else raised as the `TransportError` it means."""
     rate = _rate_limit(response)
-    if code in (200, 204):
-        message_id = None
-        if code == 200:
-            body = _json(response)
-            message_id = str(body["id"]) if isinstance(body, dict) and "id" in body else None
+    code = response.status_code
+    if 200 <= code < 300:
+        body = _json(response) if code == 200 else None
+        message_id = str(body["id"]) if isinstance(body, dict) and "id" in body else None
         detail = f"Discord message {message_id}" if message_id else f"Discord answered {code}"
-        return PostResult(SENT, detail, code, rate=rate, message_id=message_id)
+        return Posted(detail, code, rate, message_id)
     if code == 429:
-        wait = _retry_after(response)
-        scope = " (global)" if rate.is_global else ""
-        return PostResult(
-            RATE_LIMITED, f"429 rate limited{scope}; retry after {wait:g}s", code, retry_after=wait, rate=rate
-        )
-    if code >= 500:
-        return PostResult(TRANSIENT, f"Discord answered {code}{_discord_error(response)}", code, rate=rate)
-    if code == 404:
-        return PostResult(
-            PERMANENT, f"404: the webhook does not exist (deleted?){_discord_error(response)}", code, rate=rate
-        )
-    return PostResult(PERMANENT, f"Discord refused the message: {code}{_discord_error(response)}", code, rate=rate)
+        detail, wait = (" (global)" if rate.is_global else ""), _retry_after(response)
+    elif code == 404:
+        detail, wait = f": the webhook does not exist (deleted?){_discord_error(response)}", None
+    else:
+        detail, wait = _discord_error(response), None
+    raise transport.error_for(response, "Discord", detail=detail, retry_after=wait, rate=rate)
 
 
 def _with_wait(url: str) -> str:
@@ -185,17 +163,16 @@ def _number(text: str | None) -> float | None:
 
 
 def _retry_after(response: requests.Response) -> float:
+    """A 429's wait: Discord's JSON `retry_after` (fractional seconds), else `Retry-After`, else the bucket's reset."""
     body = _json(response)
     wait = None
     if isinstance(body, dict) and isinstance(body.get("retry_after"), int | float):
         wait = _number(str(body["retry_after"]))
     if wait is None:
-        wait = _number(response.headers.get("Retry-After"))
+        wait = transport.parse_retry_after(response.headers.get("Retry-After"))
     if wait is None:
         wait = _number(response.headers.get("X-RateLimit-Reset-After"))
-    if wait is None:
-        wait = DEFAULT_RETRY_AFTER
-    return min(wait, MAX_RETRY_AFTER)
+    return min(wait if wait is not None else DEFAULT_RETRY_AFTER, transport.MAX_RETRY_AFTER)
 
 
 def _rate_limit(response: requests.Response) -> RateLimit:

@@ -10,6 +10,7 @@ from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
 from domain.ops.digest import DIGEST_AGENT
 from domain.ops.pulse import PULSE_AGENT
 from domain.ops.steward import RECLAIM_AGENT
+from domain.outage import DatabaseOutage
 from domain.router.board_events import ROUTE_KIND
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
@@ -60,8 +61,10 @@ def outbox_handlers(
 def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) -> JobsProcess:
     """The jobs process on `clock` (real time); `schedule_clock`, when given, is what the schedules are read
     against (a rehearsal, SVC_JOBS_CLOCK_OFFSET) and nothing else."""
-    ops = OpsAgents(config, clock)
+    # One view of a database outage for the process: its workers feed it, the pulse's health checks read it.
+    outage = DatabaseOutage()
+    ops = OpsAgents(config, clock, outage=outage)
     handlers, recorders = outbox_handlers(config, clock, ops=ops)
     deliverer = OutboxDeliverer(handlers, clock, recorders=recorders)
     jobs = scheduled_jobs(config, clock, ops=ops)
-    return JobsProcess(clock, jobs, schedule_clock=schedule_clock, deliverer=deliverer)
+    return JobsProcess(clock, jobs, schedule_clock=schedule_clock, deliverer=deliverer, outage=outage)

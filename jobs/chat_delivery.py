@@ -3,14 +3,16 @@
 Pacing has two parts, both kept in the database so that they hold across restarts and across several jobs
 processes:
 
-- what Discord said: a 429 (its `retry_after`) or an answer whose `X-RateLimit-Remaining` is 0 (its
-  `X-RateLimit-Reset-After`) closes the webhook until then, in the setting `chat.pace.<webhook fingerprint>`;
+- what Discord said: a 429 (the `TransportError`'s `retry_after`) or an answer, sent or refused, whose
+  `X-RateLimit-Remaining` is 0 (its `rate`, `X-RateLimit-Reset-After`) closes the webhook until then, in the setting
+  `chat.pace.<webhook fingerprint>`;
 - a rolling minute: Discord allows 30 posts a minute per webhook, a limit its headers do not announce, so at
   most `PER_MINUTE` chat posts go out in any 60 seconds, counted from the outbox's own `sent_at`.
 
-A post held back by pacing is deferred (no failed attempt is counted); a 429 is a failed attempt retried
-after its `retry_after`; 5xx, timeouts and connection errors follow the outbox backoff; 404 and other 4xx
-give up. With no `DISCORD_WEBHOOK_URL` a post is marked `skipped`: recorded, not sent.
+A post held back by pacing is deferred (no failed attempt is counted); Discord's refusals are `TransportError`s,
+as every target's (`Outcome.failed`): a 429 is a failed attempt retried after its `retry_after`; 5xx, timeouts and
+connection errors follow the outbox backoff (a 5xx's own `Retry-After`, if it sends one); 404 and other 4xx give
+up. With no `DISCORD_WEBHOOK_URL` a post is marked `skipped`: recorded, not sent.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from domain import chat
 from domain.clock import Clock, iso
 from domain.config import Config
 from integrations import discord
+from integrations.transport import RateLimit, TransportError
 from jobs.delivery import Attempt, Outcome
 from storage import outbox, settings
 from storage.db import transaction
@@ -64,15 +67,13 @@ class ChatDelivery:
         wait, why = self.wait()
         if wait > 0:
             return Outcome.defer(why, after=wait)
-        result = self.webhook.execute(content)
-        self._learn(result)
-        if result.kind == discord.SENT:
-            return Outcome.sent(result.detail, message_id=result.message_id)
-        if result.kind == discord.RATE_LIMITED:
-            return Outcome.retry(result.detail, after=result.retry_after)
-        if result.kind == discord.TRANSIENT:
-            return Outcome.retry(result.detail)
-        return Outcome.give_up(result.detail)
+        try:
+            posted = self.webhook.execute(content)
+        except TransportError as exc:
+            self._learn(exc.rate, rate_limited_for=exc.retry_after if exc.rate_limited else None)
+            return Outcome.failed(exc)
+        self._learn(posted.rate)
+        return Outcome.sent(posted.detail, message_id=posted.message_id)
 
     def wait(self) -> tuple[float, str]:
         """Seconds to hold the next post back (0: send now), and why."""
@@ -88,12 +89,13 @@ class ChatDelivery:
             waits.append(((reopens - now).total_seconds(), f"paced: {self.per_minute} chat posts in the last minute"))
         return max(waits)
 
-    def _learn(self, result: discord.PostResult) -> None:
-        """Close the webhook for as long as Discord asked, for every process that shares this database."""
-        if result.kind == discord.RATE_LIMITED and result.retry_after:
-            seconds, reason = result.retry_after, f"Discord answered 429, retry after {result.retry_after:g}s"
-        elif result.rate.remaining == 0 and result.rate.reset_after:
-            seconds = result.rate.reset_after
+    def _learn(self, rate: RateLimit | None, *, rate_limited_for: float | None = None) -> None:
+        """Close the webhook for as long as Discord asked (a 429's wait, or an empty bucket's reset), for every
+        process that shares this database."""
+        if rate_limited_for:
+            seconds, reason = rate_limited_for, f"Discord answered 429, retry after {rate_limited_for:g}s"
+        elif rate is not None and rate.exhausted_for():
+            seconds = rate.exhausted_for()
             reason = f"Discord's rate limit bucket is empty for {seconds:g}s (X-RateLimit-Remaining: 0)"
         else:
             return

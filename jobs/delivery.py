@@ -1,7 +1,8 @@
 """Delivering the outbox: each due message is leased, handed to the handler for its kind, and its fate recorded.
 
 A handler returns an `Outcome`: sent; try again later (transient: connection errors, 5xx, 429, a wipe that
-timed out); or give up (permanent: 404 webhook, 4xx, a message that can never be sent). Transient failures
+timed out); or give up (permanent: 404 webhook, 4xx, a message that can never be sent). An outbound call's
+`TransportError` (`integrations/transport.py`) becomes one of the two by `Outcome.failed`. Transient failures
 back off from seconds to minutes to hours, and a message still failing after about a day is given up.
 Two more outcomes need no failure: deferred (not tried now, e.g. paced under a rate limit; no attempt is
 counted, but a message deferred for longer than the whole backoff is given up too) and skipped (handled
@@ -19,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from domain.clock import Clock
+from integrations.transport import TransportError
 from storage import outbox
 from storage.db import connection, outage_cause, transaction
 from storage.models import OutboxMessage
@@ -54,6 +56,13 @@ class Outcome:
     @classmethod
     def give_up(cls, detail: str) -> Outcome:
         return cls(GIVE_UP, detail)
+
+    @classmethod
+    def failed(cls, error: TransportError) -> Outcome:
+        """An outbound call's failure: given up when permanent, else tried again, no sooner than the target asked."""
+        if error.permanent:
+            return cls.give_up(error.detail)
+        return cls.retry(error.detail, after=error.retry_after)
 
     @classmethod
     def defer(cls, detail: str, *, after: float) -> Outcome:

@@ -21,7 +21,8 @@ from domain.ops.runs import Trigger
 from domain.ops.steward import SlotSteward
 from domain.router.board_events import ROUTE_KIND
 from domain.router.shadow import ShadowRouter
-from integrations.linear import LinearTracker, TrackerError
+from integrations.linear import LinearTracker
+from integrations.transport import TransportError
 from jobs.delivery import RETRY, SENT, Attempt, Outcome
 from storage import tickets, timeline
 
@@ -89,10 +90,8 @@ class TrackerClose:
         tracker = LinearTracker(self.config.tracker_api_url, self.config.tracker_api_key)
         try:
             closed = tracker.close_issue(attempt.payload["issue_id"])
-        except TrackerError as exc:
-            if exc.permanent:
-                return Outcome.give_up(exc.detail)
-            return Outcome.retry(exc.detail, after=exc.retry_after)
+        except TransportError as exc:
+            return Outcome.failed(exc)
         finally:
             tracker.session.close()
         return Outcome.sent(closed.describe(), issue=closed.issue, state=closed.state, already=closed.already)

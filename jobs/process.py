@@ -24,11 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import schedule
-
 from domain.clock import Clock
+from domain.health import HEARTBEAT_SECONDS
 from domain.ops import runs
-from domain.ops.pulse import HEARTBEAT_SECONDS
 from domain.ops.schedules import AGENTS, AgentSchedule
 from domain.outage import DatabaseOutage
 from jobs.delivery import OutboxDeliverer
@@ -43,6 +41,8 @@ TICK_SECONDS = 20
 DRAIN_SECONDS = 2
 # Messages one drain of a lane takes on; a full batch means more are waiting, so the lane goes again at once.
 DRAIN_BATCH = 50
+# The main thread's longest wait between looks at the stop event and the workers.
+MAIN_WAIT_SECONDS = 0.5
 
 Job = Callable[[runs.Trigger], Any]
 
@@ -113,7 +113,6 @@ class JobsProcess:
         # One line when the database goes away and one when it is back, not a traceback per worker step.
         self.outage = outage or DatabaseOutage()
         self.stopping = threading.Event()
-        self._pause = threading.Event()  # never set: the main thread's wait between ticks
 
     # -- one step at a time, testable with an injected clock ----------------------------------------------
 
@@ -210,70 +209,51 @@ class JobsProcess:
     def run_forever(self) -> None:
         """Run every worker until SIGTERM/SIGINT; each finishes the item in hand, then the process returns.
 
-        The main thread keeps the process's one clock (a `schedule.Scheduler`) and does nothing else: at each
-        worker's interval it wakes that worker's thread, so no piece of work can hold the clock, or another
-        worker, back. The heartbeat is a thread the clock wakes too, and it goes on beating while the workers
-        finish their work in hand after SIGTERM: a process finishing a wipe is alive.
+        Each worker is a thread that runs its step and then waits its interval on the stop event, so nothing holds
+        another back and a stop wakes every waiting worker at once. The waits are `threading.Event` timeouts, on
+        the monotonic clock: a step of the wall clock (NTP correcting a clock that ran ahead, a restored snapshot)
+        moves none of them. When a job is due is the schedules' business (`due_slot`, against `schedule_clock`),
+        not the waits'. The heartbeat is a thread too, and it goes on beating while the workers finish their work
+        in hand after SIGTERM: a process finishing a wipe is alive. The main thread only takes the signals.
         """
         log.info(
             "jobs process started",
             extra={"owner": self.owner, "jobs": sorted(self.jobs), "outbox_lanes": sorted(self.lanes)},
         )
-        clock = schedule.Scheduler()
-        heart_wake, beating_done = threading.Event(), threading.Event()
-        clock.every(HEARTBEAT_SECONDS).seconds.do(heart_wake.set)
+        beating_done = threading.Event()
         self._guarded("heartbeat", self.heartbeat)
-        heart = threading.Thread(target=self._beat, args=(heart_wake, beating_done), name="heartbeat", daemon=True)
+        heart = threading.Thread(target=self._beat, args=(beating_done,), name="heartbeat", daemon=True)
         heart.start()
-        threads, wakes, first_passes = [], [], []
+        threads, first_passes = [], []
         for worker in self.workers():
-            wake, first_pass = threading.Event(), threading.Event()
-            clock.every(worker.every).seconds.do(wake.set)
-            thread = threading.Thread(target=self._work, args=(worker, wake, first_pass), name=worker.name, daemon=True)
+            first_pass = threading.Event()
+            thread = threading.Thread(target=self._work, args=(worker, first_pass), name=worker.name, daemon=True)
             thread.start()
             threads.append(thread)
-            wakes.append(wake)
             first_passes.append(first_pass)
         ready = False
-        while not self.stopping.is_set():
+        # Short waits: the main thread stays free to take SIGTERM, and says once when every worker has had a pass.
+        while not self.stopping.wait(timeout=MAIN_WAIT_SECONDS):
             if not ready and all(p.is_set() for p in first_passes):
                 ready = True
                 log.info("jobs process ready: first scheduling pass done", extra={"owner": self.owner})
-            self._tick(clock)
-        for wake in wakes:  # a worker waiting for its next tick sees the stop at once
-            wake.set()
-        while any(thread.is_alive() for thread in threads):
-            self._tick(clock)
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=MAIN_WAIT_SECONDS)
         beating_done.set()
-        heart_wake.set()
         heart.join()
         log.info("jobs process stopped", extra={"owner": self.owner})
 
-    def _tick(self, clock: schedule.Scheduler) -> None:
-        clock.run_pending()
-        idle = clock.idle_seconds
-        # Short waits: the main thread must stay free to take SIGTERM, and see the workers end.
-        self._pause.wait(timeout=min(max(idle if idle is not None else 0.1, 0.05), 0.5))
-
-    # The clock (`schedule`) plans its wakes by the wall clock, so a step of it back (NTP correcting a clock that ran
-    # ahead, a restored snapshot) moves every planned wake that far away. A worker therefore waits at most its own
-    # interval for a wake, and never longer than that for the clock.
-
-    def _work(self, worker: Worker, wake: threading.Event, first_pass: threading.Event) -> None:
+    def _work(self, worker: Worker, first_pass: threading.Event) -> None:
         while not self.stopping.is_set():
             more = self._guarded(worker.name, worker.step)
             first_pass.set()
             if not more:
-                wake.wait(timeout=worker.every)
-            wake.clear()
+                self.stopping.wait(timeout=worker.every)
         first_pass.set()
 
-    def _beat(self, wake: threading.Event, done: threading.Event) -> None:
-        while True:
-            wake.wait(timeout=HEARTBEAT_SECONDS)
-            wake.clear()
-            if done.is_set():
-                return
+    def _beat(self, done: threading.Event) -> None:
+        while not done.wait(timeout=HEARTBEAT_SECONDS):
             self._guarded("heartbeat", self.heartbeat)
 
     def _guarded(self, name: str, step: Callable[[], Any]) -> Any:

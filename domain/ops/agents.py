@@ -16,6 +16,7 @@ from domain.automation import AutomationState
 from domain.board import Board, SlotView
 from domain.clock import Clock
 from domain.config import Config
+from domain.health import health
 from domain.ops import agents_strip
 from domain.ops.digest import DIGEST_AGENT, DigestReport, WeeklyDigest
 from domain.ops.pulse import (
@@ -26,11 +27,11 @@ from domain.ops.pulse import (
     count_stuck,
     hidden_from_needs_you,
     last_staging,
-    service_health,
     staging_check_for,
 )
 from domain.ops.runs import Trigger
 from domain.ops.steward import RECLAIM_AGENT, BayReport, BayWipes, IdleReclaim, SlotSteward, Wiper
+from domain.outage import DatabaseOutage
 from integrations.staging import StagingResult
 from machines.stages import STAGES
 from storage import slots, tickets, wallet
@@ -71,15 +72,19 @@ class OpsAgents:
         board: Board | None = None,
         wiper: Wiper | None = None,
         staging_check: StagingCheck | None = None,
+        outage: DatabaseOutage | None = None,
     ):
+        """`outage` is what the process running the agents knows of a database outage, which the health checks of
+        the pulse and the snapshot read as `/healthz` does (a fresh one by default)."""
         self.config = config
         self.clock = clock
         self.board = board or Board(config, clock)
+        self.outage = outage or DatabaseOutage()
         check = staging_check or staging_check_for(config)
         wipes = BayWipes(config, clock, wiper=wiper)
         self.steward = SlotSteward(wipes, clock)
         self.reclaim = IdleReclaim(wipes, clock)
-        self.pulse_agent = DailyPulse(config, clock, steward=self.steward, staging_check=check)
+        self.pulse_agent = DailyPulse(config, clock, steward=self.steward, staging_check=check, outage=self.outage)
         self.digest_agent = WeeklyDigest(clock, staging_check=check)
 
     # -- the agents ---------------------------------------------------------------------------------------
@@ -99,13 +104,14 @@ class OpsAgents:
     # -- the snapshot -------------------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """Everything a tool wants to know at once, from the database only (the staging result is the last check's)."""
+        """Everything a tool wants to know at once, from the database only (the staging result is the last check's);
+        its health is `/healthz`'s checks."""
         with connection():
             now = self.clock()
             counts = dict.fromkeys(STAGES, 0) | tickets.counts_by_stage()
             return Snapshot(
                 generated_at=now,
-                health=service_health(now),
+                health=health(self.config, now, self.outage).checks,
                 by_stage=counts,
                 needs_you_count=tickets.count_needs_you(exclude_keys=hidden_from_needs_you()),
                 stuck=count_stuck(self.config, now),

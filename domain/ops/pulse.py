@@ -1,8 +1,8 @@
-"""The daily pulse (08:00 UTC): service health, stuck and Needs-you tickets, staging over HTTPS, the wallet;
-a chat post when it finds issues (always with OPS_PULSE_ALWAYS=1 or `post_to_chat: always`, never with
-`never`); then the slot steward.
+"""The daily pulse (08:00 UTC): service health (the checks `GET /healthz` reports, `domain/health.py`), stuck and
+Needs-you tickets, staging over HTTPS, the wallet; a chat post when it finds issues (always with OPS_PULSE_ALWAYS=1
+or `post_to_chat: always`, never with `never`); then the slot steward.
 
-The checks that read the board and the service are plain functions, shared with the ops snapshot.
+The checks that read the board are plain functions, shared with the ops snapshot.
 """
 
 from __future__ import annotations
@@ -15,24 +15,20 @@ from typing import Any
 from domain import automation, chat
 from domain.clock import Clock
 from domain.config import Config
+from domain.health import duration, health
 from domain.ops import runs
 from domain.ops.runs import Trigger
 from domain.ops.steward import BayReport, SlotSteward
+from domain.outage import DatabaseOutage
 from integrations import staging
 from integrations.staging import StagingResult
 from machines.stages import LIVE_STAGES
-from storage import job_state, outbox, settings, tickets, wallet
-from storage.db import connection, ping, transaction
+from storage import settings, tickets, wallet
+from storage.db import connection, transaction
 from storage.models import AgentRun, Ticket
 
 PULSE_AGENT = "ops-daily-pulse"
 POST_MODES = ("auto", "always", "never")
-# How often a jobs process beats (`jobs/process.py`). A beat two minutes old (two dozen missed) means the jobs
-# are down: the heartbeat has its own thread, so a long bay wipe never delays it.
-HEARTBEAT_SECONDS = 5
-HEARTBEAT_STALE = timedelta(seconds=HEARTBEAT_SECONDS * 24)
-OUTBOX_STALE = timedelta(minutes=15)
-FAILED_WINDOW = timedelta(hours=24)
 WALLET_WARN_PERCENT = 80.0
 LISTED = 10
 STAGING_SETTING = "ops.staging.last_check"
@@ -60,47 +56,6 @@ class PulseReport:
 
 
 # -- checks, shared with the snapshot ---------------------------------------------------------------------
-
-
-def service_health(now: datetime) -> dict[str, dict[str, Any]]:
-    """database, jobs heartbeat and outbox backlog, each `{"ok", "detail", ...}`."""
-    db_ok, db_detail = ping()
-    checks: dict[str, dict[str, Any]] = {"database": {"ok": db_ok, "detail": db_detail}}
-    if not db_ok:
-        return checks
-    age = heartbeat_age(now)
-    if age is None:
-        checks["jobs"] = {
-            "ok": False,
-            "detail": "no jobs process has ever reported: chat posts and tracker closes are not delivered",
-            "heartbeat_age_seconds": None,
-        }
-    else:
-        age = max(age, 0.0)
-        fresh = age <= HEARTBEAT_STALE.total_seconds()
-        detail = (
-            f"jobs process alive (last heartbeat {age:.0f} s ago)"
-            if fresh
-            else f"no jobs process heartbeat for {_duration(age)}: chat posts and tracker closes are not delivered"
-        )
-        checks["jobs"] = {"ok": fresh, "detail": detail, "heartbeat_age_seconds": round(age, 1)}
-    backlog = outbox.backlog(now=now)
-    failed = outbox.count_failed_since(now - FAILED_WINDOW)
-    problems = []
-    if backlog["pending"] and backlog["oldest_age_seconds"] > OUTBOX_STALE.total_seconds():
-        problems.append(
-            f"{backlog['pending']} outbox message(s) pending, the oldest for {_duration(backlog['oldest_age_seconds'])}"
-        )
-    if failed:
-        problems.append(f"{failed} outbox message(s) given up in the last 24 h")
-    checks["outbox"] = {
-        "ok": not problems,
-        "detail": "; ".join(problems) or f"{backlog['pending']} pending, nothing overdue",
-        "pending": backlog["pending"],
-        "oldest_age_seconds": round(backlog["oldest_age_seconds"], 1),
-        "failed_last_24h": failed,
-    }
-    return checks
 
 
 hidden_from_needs_you = automation.hidden_from_needs_you
@@ -159,11 +114,20 @@ def wallet_line(state: dict[str, Any]) -> str:
 class DailyPulse:
     agent_id = PULSE_AGENT
 
-    def __init__(self, config: Config, clock: Clock, *, steward: SlotSteward, staging_check: StagingCheck):
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        *,
+        steward: SlotSteward,
+        staging_check: StagingCheck,
+        outage: DatabaseOutage,
+    ):
         self.config = config
         self.clock = clock
         self.steward = steward
         self.staging_check = staging_check
+        self.outage = outage
 
     def default_mode(self) -> str:
         return "always" if self.config.ops_pulse_always else "auto"
@@ -213,7 +177,7 @@ class DailyPulse:
     def _check(self, now: datetime) -> tuple[dict[str, Any], list[Issue]]:
         issues: list[Issue] = []
         checks: dict[str, Any] = {}
-        for name, check in service_health(now).items():
+        for name, check in health(self.config, now, self.outage).checks.items():
             checks[name] = check
             if not check["ok"]:
                 issues.append(Issue(name, check["detail"]))
@@ -277,23 +241,7 @@ def _summary(issues: list[Issue], posted: bool) -> str:
 
 
 def _listed(rows: list[Ticket], total: int, now: datetime) -> str:
-    text = ", ".join(f"{t.key} ({t.stage} for {_duration((now - t.stage_changed_at).total_seconds())})" for t in rows)
+    text = ", ".join(f"{t.key} ({t.stage} for {duration((now - t.stage_changed_at).total_seconds())})" for t in rows)
     if total > len(rows):
         text += f" and {total - len(rows)} more"
     return text
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 2 * 86400:
-        return f"{seconds / 86400:.0f} d"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.0f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
-
-
-def heartbeat_age(now: datetime) -> float | None:
-    """Seconds since any jobs process last beat, or None if none ever did."""
-    last = job_state.last_beat()
-    return None if last is None else (now - last).total_seconds()

@@ -178,14 +178,60 @@ class BayWipes:
         return units.run(finish, what=f"finishing the wipe of slot {slot}")
 
 
-class SlotSteward:
-    """Wipes bays and drops slot claims of done or cancelled tickets (each pulse, mark_done, cancel, on request)."""
+class _BayAgent:
+    """What the slot steward and idle reclaim share: look at some slots, wipe what qualifies, record one run whose
+    status and summary say what was done, what failed and (for idle reclaim) what was left alone."""
 
-    agent_id = STEWARD_AGENT
+    agent_id: str
+    # The outcomes this agent counts as done, its status when it did some, and when it found nothing to do.
+    done: tuple[str, ...]
+    done_status: str
+    idle_status: str
+    # The summary's words before the slots done, when none was, and after the slots whose wipe failed.
+    done_words: str
+    nothing_done: str
+    failed_note: str = ""
 
     def __init__(self, wipes: BayWipes, clock: Clock):
         self.wipes = wipes
         self.clock = clock
+
+    def _record(
+        self, trigger: Trigger, started: datetime, outcomes: list[SlotOutcome], details: dict[str, Any]
+    ) -> BayReport:
+        done = [o for o in outcomes if o.outcome in self.done]
+        failed = [o for o in outcomes if o.outcome == WIPE_FAILED]
+        status = "WIPE_FAILED" if failed else (self.done_status if done else self.idle_status)
+        parts = [f"{self.done_words} {_slots(done)}" if done else self.nothing_done]
+        if failed:
+            parts.append(f"wipe failed for {_slots(failed)}{self.failed_note}")
+        parts += self._notes(outcomes)
+        with transaction():
+            run = runs.record(
+                self.agent_id,
+                trigger=trigger,
+                started_at=started,
+                finished_at=self.clock(),
+                status=status,
+                ok=not failed,
+                summary="; ".join(parts)[:2000],
+                details=details,
+            )
+        return BayReport(outcomes, run)
+
+    def _notes(self, outcomes: list[SlotOutcome]) -> list[str]:
+        """More the summary says about these outcomes (nothing, unless the agent says otherwise)."""
+        return []
+
+
+class SlotSteward(_BayAgent):
+    """Wipes bays and drops slot claims of done or cancelled tickets (each pulse, mark_done, cancel, on request)."""
+
+    agent_id = STEWARD_AGENT
+    done = (RELEASED,)
+    done_status, idle_status = "RELEASED", "NOTHING_TO_RELEASE"
+    done_words, nothing_done = "released", "nothing to release"
+    failed_note = " (claims kept; the next run tries again)"
 
     def run(self, trigger: Trigger, *, ticket: str | None = None) -> BayReport:
         """Release every claim of a finished ticket (only `ticket`'s when given) and record the run."""
@@ -195,42 +241,19 @@ class SlotSteward:
                 (c.slot_name, c.ticket_key) for c in slots.claims_of_finished_tickets(limit=BATCH, ticket_key=ticket)
             ]
             outcomes = [self.wipes.release_claim(slot, key, trigger=trigger) for slot, key in claims]
-            released = [o for o in outcomes if o.outcome == RELEASED]
-            failed = [o for o in outcomes if o.outcome == WIPE_FAILED]
-            if failed:
-                status = "WIPE_FAILED"
-            elif released:
-                status = "RELEASED"
-            else:
-                status = "NOTHING_TO_RELEASE"
-            parts = [f"released {_slots(released)}" if released else "nothing to release"]
-            if failed:
-                parts.append(f"wipe failed for {_slots(failed)} (claims kept; the next run tries again)")
             details: dict[str, Any] = {"slots": [o.as_dict() for o in outcomes]}
             if ticket is not None:
                 details["ticket"] = ticket
-            with transaction():
-                run = runs.record(
-                    self.agent_id,
-                    trigger=trigger,
-                    started_at=started,
-                    finished_at=self.clock(),
-                    status=status,
-                    ok=not failed,
-                    summary="; ".join(parts),
-                    details=details,
-                )
-        return BayReport(outcomes, run)
+            return self._record(trigger, started, outcomes, details)
 
 
-class IdleReclaim:
+class IdleReclaim(_BayAgent):
     """Wipes bays idle for more than 24 hours (04:00 UTC daily)."""
 
     agent_id = RECLAIM_AGENT
-
-    def __init__(self, wipes: BayWipes, clock: Clock):
-        self.wipes = wipes
-        self.clock = clock
+    done = (WIPED, RELEASED)
+    done_status, idle_status = "WIPED", "NOTHING_IDLE"
+    done_words, nothing_done = "wiped", "no idle bay to wipe"
 
     def run(self, trigger: Trigger) -> BayReport:
         with connection():
@@ -238,32 +261,12 @@ class IdleReclaim:
             cutoff = started - IDLE_AFTER
             names = [s.name for s in slots.idle_since(cutoff, limit=BATCH)]
             outcomes = [self.wipes.reclaim_idle(name, cutoff=cutoff, trigger=trigger) for name in names]
-            done = [o for o in outcomes if o.outcome in (WIPED, RELEASED)]
-            failed = [o for o in outcomes if o.outcome == WIPE_FAILED]
-            held = [o for o in outcomes if o.outcome == SKIPPED]
-            if failed:
-                status = "WIPE_FAILED"
-            elif done:
-                status = "WIPED"
-            else:
-                status = "NOTHING_IDLE"
-            parts = [f"wiped {_slots(done)}" if done else "no idle bay to wipe"]
-            if failed:
-                parts.append(f"wipe failed for {_slots(failed)}")
-            if held:
-                parts.append(f"left alone: {', '.join(f'{o.slot} ({o.detail})' for o in held)}")
-            with transaction():
-                run = runs.record(
-                    self.agent_id,
-                    trigger=trigger,
-                    started_at=started,
-                    finished_at=self.clock(),
-                    status=status,
-                    ok=not failed,
-                    summary="; ".join(parts)[:2000],
-                    details={"idle_before": iso(cutoff), "slots": [o.as_dict() for o in outcomes]},
-                )
-        return BayReport(outcomes, run)
+            details = {"idle_before": iso(cutoff), "slots": [o.as_dict() for o in outcomes]}
+            return self._record(trigger, started, outcomes, details)
+
+    def _notes(self, outcomes: list[SlotOutcome]) -> list[str]:
+        held = [o for o in outcomes if o.outcome == SKIPPED]
+        return [f"left alone: {', '.join(f'{o.slot} ({o.detail})' for o in held)}"] if held else []
 
 
 def _slots(outcomes: list[SlotOutcome]) -> str:

@@ -2,13 +2,16 @@
 
 import pytest
 
+from domain.outage import DatabaseOutage
 from jobs.process import JobsProcess
 from storage import outbox, runs, settings
 from storage.db import connection, transaction
 
 from board import BoardClient
+from conftest import BASIC, CI_SECRET
 from processes import free_port
 from servers.bays import BayWiper
+from testclient import ApiClient
 
 
 @pytest.fixture
@@ -138,7 +141,8 @@ def test_the_snapshot_shows_the_board_at_once(api, board, clock):
 
     assert snap["generated_at"] == "2026-11-20T10:00:00.000000Z"
     assert snap["health"]["status"] == "ok"
-    assert set(snap["health"]["checks"]) == {"database", "jobs", "outbox"}
+    assert set(snap["health"]["checks"]) == {"database", "disk", "jobs", "outbox", "forge_secret"}
+    assert all(check["ok"] for check in snap["health"]["checks"].values())
     assert snap["counts"]["by_stage"]["human_test"] == 1 and snap["counts"]["by_stage"]["done"] == 0
     assert snap["counts"]["needs_you"] == 1 and snap["counts"]["blocked"] == 1 and snap["counts"]["stuck"] == 1
     assert [t["key"] for t in snap["needs_you"]] == ["PORT-1"]
@@ -147,6 +151,33 @@ def test_the_snapshot_shows_the_board_at_once(api, board, clock):
     assert snap["slots"] == [api.get("/api/v1/slots").json["slots"][0]]
     assert snap["wallet"]["percent_used"] == 90.0
     assert snap["staging"]["configured"] is True and snap["staging"]["last_check"] is None
+
+
+def test_the_snapshot_and_the_pulse_report_healthz_checks(app_factory, config_factory, clock):
+    """One source: what /healthz says is what the snapshot's health says and what the pulse counts as issues,
+    this process's failed writes included."""
+    outage = DatabaseOutage()
+    # GitHub and GitLab verified with one value (the older shared secret): a check only /healthz used to make.
+    config = config_factory(forge_webhook_secret="one-secret-for-both-forges-0123456789")
+    api = ApiClient(app_factory(config, outage=outage), basic=BASIC, ci_secret=CI_SECRET)
+    JobsProcess(clock, {}).heartbeat()
+    outage.failed("cannot-write", "SQLite: database is locked")
+
+    healthz = api.get("/healthz", auth=None).json["checks"]
+    snap = api.get("/api/v1/ops/snapshot").json["health"]
+    pulse = api.post("/api/v1/ops/pulse", json={"post_to_chat": "never"}).json
+
+    assert set(snap["checks"]) == set(healthz) == {"database", "disk", "jobs", "outbox", "forge_secret"}
+    assert {name: check["ok"] for name, check in snap["checks"].items()} == {
+        name: check["ok"] for name, check in healthz.items()
+    }
+    assert snap["status"] == "failing"
+    assert snap["checks"]["database"]["detail"] == healthz["database"]["detail"]
+    assert "writes fail: SQLite: database is locked" in snap["checks"]["database"]["detail"]
+    issues = {i["check"]: i["detail"] for i in pulse["issues"]}
+    assert issues["database"] == healthz["database"]["detail"]
+    assert issues["forge_secret"] == healthz["forge_secret"]["detail"]
+    assert "GitHub's HMAC key and GitLab's token are one value" in issues["forge_secret"]
 
 
 def test_the_snapshot_shows_the_last_staging_check_without_making_one(api, config):

@@ -11,7 +11,6 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import requests
@@ -74,10 +73,7 @@ class Outage:
         self.url = database_url
         self.pids: list[int] = []
         if not self.sqlite:
-            parts = urlsplit(database_url)
-            self.relay = TcpRelay((parts.hostname or "127.0.0.1", parts.port or 5432))
-            netloc = f"{parts.username + '@' if parts.username else ''}127.0.0.1:{self.relay.port}"
-            self.url = urlunsplit(parts._replace(netloc=netloc))
+            self.relay, self.url = TcpRelay.in_front_of(database_url)
 
     def begin(self) -> None:
         if self.relay is not None:

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from integrations.linear import LinearTracker, TrackerError
+from integrations.linear import LinearTracker
+from integrations.transport import TransportError
 
 from servers.linear import API_KEY, FakeLinear
 
@@ -39,14 +40,14 @@ def test_an_issue_already_completed_is_left_alone(linear):
 
 
 def test_a_wrong_key_is_permanent(linear):
-    with pytest.raises(TrackerError) as caught:
+    with pytest.raises(TransportError) as caught:
         tracker(linear, key="lin_api_wrong").close_issue("ENG-12")
     assert caught.value.permanent
     assert "authentication" in caught.value.detail.lower()
 
 
 def test_an_unknown_issue_is_permanent(linear):
-    with pytest.raises(TrackerError) as caught:
+    with pytest.raises(TransportError) as caught:
         tracker(linear).close_issue("ENG-999")
     assert caught.value.permanent
     assert "Could not find referenced Issue" in caught.value.detail
@@ -56,21 +57,21 @@ def test_a_team_without_a_completed_state_is_permanent(linear):
     team = linear.add_team("OPS")
     team.states = [s for s in team.states if s.type != "completed"]
     linear.add_issue("OPS-1", team, state_name="Todo")
-    with pytest.raises(TrackerError) as caught:
+    with pytest.raises(TransportError) as caught:
         tracker(linear).close_issue("OPS-1")
     assert caught.value.permanent and "no workflow state of type completed" in caught.value.detail
 
 
 def test_a_server_error_is_transient(linear):
     linear.fail_next(500)
-    with pytest.raises(TrackerError) as caught:
+    with pytest.raises(TransportError) as caught:
         tracker(linear).close_issue("ENG-12")
     assert not caught.value.permanent and "500" in caught.value.detail
 
 
 def test_a_rate_limit_is_transient_and_says_when_to_come_back(linear):
     linear.rate_limit_next(retry_after=42)
-    with pytest.raises(TrackerError) as caught:
+    with pytest.raises(TransportError) as caught:
         tracker(linear).close_issue("ENG-12")
     assert not caught.value.permanent
     assert caught.value.retry_after == 42
@@ -78,14 +79,14 @@ def test_a_rate_limit_is_transient_and_says_when_to_come_back(linear):
 
 def test_a_slow_answer_times_out_as_transient(linear):
     linear.hold.clear()
-    with pytest.raises(TrackerError) as caught:
+    with pytest.raises(TransportError) as caught:
         tracker(linear, timeout=(1.0, 0.3)).close_issue("ENG-12")
-    assert not caught.value.permanent and "in time" in caught.value.detail
+    assert not caught.value.permanent and "no answer from Linear within 0.3 s (timed out)" in caught.value.detail
 
 
 def test_nothing_listening_is_transient():
     from processes import free_port
 
-    with pytest.raises(TrackerError) as caught:
+    with pytest.raises(TransportError) as caught:
         LinearTracker(f"http://127.0.0.1:{free_port()}/graphql", API_KEY).close_issue("ENG-12")
-    assert not caught.value.permanent and "cannot reach" in caught.value.detail
+    assert not caught.value.permanent and "could not connect to Linear" in caught.value.detail

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from domain.ops.pulse import heartbeat_age
+from domain.health import heartbeat_age
 from domain.ops.schedules import AGENTS
 from jobs.process import JobsProcess, due_slot
 from storage.db import connection

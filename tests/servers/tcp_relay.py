@@ -1,8 +1,9 @@
 """A TCP relay a test can cut: what a database server stopped (or a network that failed) looks like to a client.
 
 `TcpRelay(("127.0.0.1", 5432))` listens on a free port of its own and pipes every connection to the target.
+`hold()` stops passing bytes on, so a query under way waits for its answer (a server that stopped answering);
 `cut()` closes every relayed connection and stops listening, so new connections are refused; `restore()` listens
-on the same port again. Nothing is changed on the target itself, which other tests may share.
+on the same port again, and passes bytes on. Nothing is changed on the target itself, which other tests may share.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from urllib.parse import urlsplit, urlunsplit
 
 
 class TcpRelay:
@@ -19,7 +21,17 @@ class TcpRelay:
         self._lock = threading.Lock()
         self._connections: list[socket.socket] = []
         self._listener: socket.socket | None = None
+        self._flowing = threading.Event()
+        self._flowing.set()
         self._listen()
+
+    @classmethod
+    def in_front_of(cls, url: str, *, default_port: int = 5432) -> tuple[TcpRelay, str]:
+        """A relay to the server `url` names, and `url` aimed at the relay instead (user and database kept)."""
+        parts = urlsplit(url)
+        relay = cls((parts.hostname or "127.0.0.1", parts.port or default_port))
+        netloc = f"{parts.username + '@' if parts.username else ''}127.0.0.1:{relay.port}"
+        return relay, urlunsplit(parts._replace(netloc=netloc))
 
     def _listen(self) -> None:
         listener = socket.socket()
@@ -50,6 +62,7 @@ class TcpRelay:
     def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                self._flowing.wait()  # held: the bytes wait here until the relay is restored or cut
                 sink.sendall(data)
         except OSError:
             pass
@@ -57,6 +70,10 @@ class TcpRelay:
             for end in (source, sink):
                 with contextlib.suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
+
+    def hold(self) -> None:
+        """Pass nothing on until `restore()` or `cut()`: whoever waits for an answer goes on waiting."""
+        self._flowing.clear()
 
     def cut(self) -> None:
         """Refuse new connections and break every open one."""
@@ -72,10 +89,12 @@ class TcpRelay:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
+        self._flowing.set()  # what was held goes nowhere: its sockets are closed
 
     def restore(self) -> None:
         if self._listener is None:
             self._listen()
+        self._flowing.set()
 
     def close(self) -> None:
         self.cut()

@@ -134,6 +134,12 @@ def test_service_health_no_jobs_process_and_an_overdue_outbox(app, config, clock
     assert details["jobs"] == "no jobs process has ever reported: chat posts and tracker closes are not delivered"
     assert details["outbox"] == "1 outbox message(s) pending, the oldest for 20 min"
     assert report.run.details["checks"]["database"] == {"ok": True, "detail": "database reachable"}
+    # /healthz's checks, all of them, beside what only the pulse looks at.
+    assert set(report.run.details["checks"]) == {
+        *("database", "disk", "jobs", "outbox", "forge_secret"),
+        *("stuck", "needs_you", "wallet", "staging"),
+    }
+    assert report.run.details["checks"]["disk"]["ok"] and report.run.details["checks"]["forge_secret"]["ok"]
 
     JobsProcess(clock, {}).heartbeat()
     clock.advance(minutes=3)

@@ -1,0 +1,277 @@
+"""How every outbound HTTP integration calls out and how it fails: one error type, `TransportError`, saying whether
+trying again can help (`permanent`) and, when the target said so, after how long (`retry_after`); the one reading of
+`Retry-After`; the one classification of `requests`' exceptions and of HTTP statuses; and `call`, one HTTP call done
+right, in the few lines a new module needs.
+
+The classification, the same for every target (healthchecks' transports share one `TransportError(permanent=...)`
+the same way):
+- transient, try again later: a timeout, a connection error, any other failure of `requests`, 5xx and 429 (with the
+  target's `Retry-After`, when it sent one);
+- permanent, give up and record why: 401 and 403 (the credentials were refused, and the detail says so), any other
+  4xx, and 3xx (redirects are never followed: a credential must not travel to wherever a redirect points).
+A module adds what only its target knows (Discord's rate-limit headers, Linear's GraphQL error kinds) and raises the
+same type; the outbox handlers (`jobs/`) read `permanent` and `retry_after` and nothing else.
+
+Every call has a (connect, read) timeout and never follows a redirect; the credential goes as explicit `auth` (so a
+`~/.netrc` entry for the host can never replace it). Errors name the target as the caller names it ("Linear"; a
+webhook URL shown without its token) and the exception's type, never a header or the text of a `requests` exception
+(which quotes the URL), so no token reaches a log, a timeline or an outbox note. A module for a REST API (the
+forges, say) needs no more than:
+
+    session = transport.session("svc-delivery/1 (forge)")
+    auth = transport.HeaderAuth(f"Bearer {token}")
+    response = transport.call(session, "POST", url, target="GitHub", auth=auth, json={"body": text}, tries=3)
+    for page in transport.pages(session, listing_url, target="GitHub", auth=auth):
+        ...  # page.json(), one page at a time, following the Link header's rel="next"
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+import requests.auth
+
+# (connect, read) seconds: every call is bounded, a hung target never holds a worker.
+DEFAULT_TIMEOUT = (5.0, 20.0)
+# A Retry-After above this is read as this: the caller keeps what it was sending and asks again later.
+MAX_RETRY_AFTER = 3600.0
+# `call`'s in-process retries (when the caller asks for them) stop once this many seconds have gone, as
+# healthchecks' do: after that, the outbox's backoff is the better place to wait.
+RETRY_BUDGET = 15.0
+# The pause before the n-th retry when the target named none: RETRY_PAUSE * 2**(n-1) seconds.
+RETRY_PAUSE = 1.0
+# `pages` stops after this many pages unless the caller says otherwise: a listing is never followed without end.
+MAX_PAGES = 100
+
+
+class TransportError(Exception):
+    """An outbound call that did not do its job.
+
+    `permanent`: trying again cannot help (give up, record `detail`); else it is transient, to be tried again no
+    sooner than `retry_after` seconds when the target said so (None: the caller's own backoff). `status` is the HTTP
+    status when there was an answer; `rate` what the answer's rate-limit headers said, when the module reads them.
+    `detail` is safe to log and to show: it names the target as the caller did, never a header or a token.
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        permanent: bool,
+        retry_after: float | None = None,
+        status: int | None = None,
+        rate: RateLimit | None = None,
+    ):
+        super().__init__(detail)
+        self.detail = detail
+        self.permanent = permanent
+        self.retry_after = retry_after
+        self.status = status
+        self.rate = rate
+
+    @property
+    def rate_limited(self) -> bool:
+        """The target refused for now because of its rate limit (429)."""
+        return self.status == 429
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """What one answer's rate-limit headers said, in the module's reading of its target's headers (None where a
+    header was absent or unreadable). `reset_after` is in seconds from the answer."""
+
+    limit: int | None = None
+    remaining: int | None = None
+    reset_after: float | None = None
+    bucket: str | None = None
+    scope: str | None = None
+    is_global: bool = False
+
+    def exhausted_for(self) -> float | None:
+        """Seconds to send nothing more to this bucket (it said none remain), or None."""
+        return self.reset_after if self.remaining == 0 and self.reset_after else None
+
+
+class HeaderAuth(requests.auth.AuthBase):
+    """A credential sent as one header, as it is: Linear's key (`Authorization: <key>`), a bearer token
+    (`HeaderAuth(f"Bearer {token}")`), GitLab's `HeaderAuth(token, header="PRIVATE-TOKEN")`. Its repr hides it."""
+
+    def __init__(self, value: str, *, header: str = "Authorization"):
+        self._value = value
+        self.header = header
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers[self.header] = self._value
+        return request
+
+    def __repr__(self) -> str:
+        return f"HeaderAuth(header={self.header!r}, value=…)"
+
+
+def session(user_agent: str) -> requests.Session:
+    """A session for one target: connections are kept between its calls; every request carries `user_agent`."""
+    made = requests.Session()
+    made.headers["User-Agent"] = user_agent
+    return made
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """`Retry-After` in seconds: delay-seconds, or an HTTP-date counted from `now` (default: this machine's clock;
+    a date already past is 0). None when absent or unreadable; never above `MAX_RETRY_AFTER`."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # an HTTP-date is GMT
+            when = when.replace(tzinfo=UTC)
+        seconds = max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER)
+
+
+def failure(exc: requests.RequestException, target: str, timeout: tuple[float, float]) -> TransportError:
+    """The transient error for a call that got no answer. Only the exception's type is kept: its text quotes the URL."""
+    if isinstance(exc, requests.Timeout):
+        # The target may have acted before we stopped waiting: trying again makes delivery at least once.
+        return TransportError(f"no answer from {target} within {timeout[1]:g} s (timed out)", permanent=False)
+    if isinstance(exc, requests.ConnectionError):
+        return TransportError(f"could not connect to {target} ({type(exc).__name__})", permanent=False)
+    return TransportError(f"the request to {target} failed ({type(exc).__name__})", permanent=False)
+
+
+def error_for(
+    response: requests.Response,
+    target: str,
+    *,
+    detail: str = "",
+    retry_after: float | None = None,
+    rate: RateLimit | None = None,
+) -> TransportError | None:
+    """The error an answer means, or None for a 2xx. `detail` (the target's own words, safe to show) is appended;
+    `retry_after`, when given, replaces what the `Retry-After` header says (a module that knows better, as Discord's
+    body does)."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return None
+    if status == 429 or status >= 500:
+        if retry_after is None:
+            retry_after = parse_retry_after(response.headers.get("Retry-After"), now=_answered_at(response))
+        wait = f"; retry after {retry_after:g} s" if retry_after is not None else ""
+        why = " (rate limited)" if status == 429 else ""
+        text = f"{target} answered {status}{why}{detail}{wait}"
+        return TransportError(text, permanent=False, retry_after=retry_after, status=status, rate=rate)
+    if status in (401, 403):
+        why = " (the credentials were refused)"
+    elif 300 <= status < 400:
+        why = " (a redirect, not followed)"
+    else:
+        why = ""
+    return TransportError(f"{target} answered {status}{why}{detail}", permanent=True, status=status, rate=rate)
+
+
+def send(
+    session: requests.Session,
+    method: str,
+    url: str,
+    *,
+    target: str,
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    auth: requests.auth.AuthBase | None = None,
+    **kwargs: Any,
+) -> requests.Response:
+    """One request, whatever its answer's status (for a module that reads its target's errors itself, then calls
+    `error_for`); a call that got no answer raises the transient `TransportError`. `kwargs` go to `requests`
+    (`json`, `params`, `headers`, `data`)."""
+    try:
+        return session.request(method, url, timeout=timeout, auth=auth, allow_redirects=False, **kwargs)
+    except requests.RequestException as exc:
+        raise failure(exc, target, timeout) from None
+
+
+def call(
+    session: requests.Session,
+    method: str,
+    url: str,
+    *,
+    target: str,
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    auth: requests.auth.AuthBase | None = None,
+    tries: int = 1,
+    budget: float = RETRY_BUDGET,
+    **kwargs: Any,
+) -> requests.Response:
+    """One HTTP call: the 2xx answer, or `TransportError`. With `tries` > 1 a transient failure is tried again in
+    this process after the target's `Retry-After` (else a short pause that doubles), while the next try still
+    starts within `budget` seconds; a permanent one is never tried again. An outbox handler leaves `tries` at 1:
+    the outbox retries for it, across restarts."""
+    started = time.monotonic()
+    attempt = 1
+    while True:
+        try:
+            response = send(session, method, url, target=target, timeout=timeout, auth=auth, **kwargs)
+        except TransportError as exc:
+            error = exc
+        else:
+            error = error_for(response, target)
+            if error is None:
+                return response
+        pause = error.retry_after if error.retry_after is not None else RETRY_PAUSE * 2 ** (attempt - 1)
+        if error.permanent or attempt >= tries or time.monotonic() - started + pause > budget:
+            raise error
+        time.sleep(pause)
+        attempt += 1
+
+
+def pages(
+    session: requests.Session,
+    url: str,
+    *,
+    target: str,
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    auth: requests.auth.AuthBase | None = None,
+    max_pages: int = MAX_PAGES,
+    **kwargs: Any,
+) -> Iterator[requests.Response]:
+    """GET `url` and each page its `Link: <...>; rel="next"` points to, one `call` each, at most `max_pages`.
+    A next page on another origin (scheme, host, port) is a permanent error: the credential goes to the one origin
+    the caller named. `kwargs` (such as `params`) apply to the first page only; a next link carries its own."""
+    origin = _origin(url)
+    for _ in range(max_pages):
+        response = call(session, "GET", url, target=target, timeout=timeout, auth=auth, **kwargs)
+        yield response
+        following = response.links.get("next", {}).get("url")
+        if not following:
+            return
+        if _origin(following) != origin:
+            raise TransportError(f"{target}'s next page is on another host: not followed", permanent=True)
+        url, kwargs = following, {k: v for k, v in kwargs.items() if k != "params"}
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port
+
+
+def _answered_at(response: requests.Response) -> datetime | None:
+    """The answer's own `Date`: an HTTP-date Retry-After counts from the target's clock, not ours, so a skew between
+    the two clocks does not change the wait."""
+    try:
+        when = parsedate_to_datetime(response.headers.get("Date", ""))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
