@@ -366,7 +366,11 @@ def _query_value(value: str | datetime) -> str:
 class Static:
     """The board's CSS and JavaScript, from the installed package; only the files listed here are served."""
 
-    FILES = {"board.css": "text/css; charset=utf-8", "board.js": "text/javascript; charset=utf-8"}
+    FILES = {
+        "board.css": "text/css; charset=utf-8",
+        "board.js": "text/javascript; charset=utf-8",
+        "idiomorph.min.js": "text/javascript; charset=utf-8",
+    }
     operations = {
         "GET": Operation(
             "The board's stylesheet and script",

@@ -1,6 +1,7 @@
 // The board's script: every action form goes to the JSON API with the browser's own (same-origin) credentials,
 // and the page keeps itself current by asking for itself again with its ETag (a 304 costs nothing).
-// No framework, no build step: the server renders the HTML, this only sends forms and merges fresh pages in.
+// No framework, no build step: the server renders the HTML, this only sends forms and merges fresh pages in (with
+// idiomorph, the one library it loads).
 "use strict";
 
 const POLL_MS = 2000;
@@ -245,32 +246,14 @@ async function toggleAutomation(event) {
 
 // ---------------------------------------------------------------------------------------------------------
 // Keeping current: the page asks for itself with If-None-Match every POLL_MS while the tab is visible. A 304
-// changes nothing; a new page is merged into this one node by node, so what the person is doing survives: the
-// focused control, an open menu (<details>), a field they typed in, a form on its way, a refusal's message.
-
-function keyOf(node) {
-  if (node.nodeType !== Node.ELEMENT_NODE) return "";
-  if (node.id) return "#" + node.id;
-  const d = node.dataset;
-  const parts = [d.key, d.action, d.agent, d.stage, d.slot, d.initiative, d.id].filter((p) => p !== undefined);
-  if (parts.length) return node.nodeName + "|" + parts.join("|");
-  if (node.nodeName === "OPTION") return "OPTION|" + node.value;
-  return "";
-}
+// changes nothing; a new page is merged into this one by idiomorph (vendored, `idiomorph.min.js`), so what the
+// person is doing survives: the focused control, an open menu (<details>), a field they typed in, a form on its way,
+// a refusal's message. Idiomorph matches elements up by the ids they hold, so every item of a list the page
+// reorders carries one (a card, a Needs-you item, a bay, a decision, a ticket's action forms).
 
 // Left exactly as it is: a control the person changed, a form on its way.
 function held(node) {
   return edited.has(node) || (node.nodeType === Node.ELEMENT_NODE && node.getAttribute("aria-busy") === "true");
-}
-
-// Must not be thrown away: it holds the focus, an open menu, or something held.
-function pinned(node) {
-  if (node.nodeType !== Node.ELEMENT_NODE) return false;
-  const active = document.activeElement;
-  if (active && active !== document.body && node.contains(active)) return true;
-  if (node.matches("details[open]") || node.querySelector("details[open], [aria-busy='true']")) return true;
-  for (const control of edited) if (node.contains(control)) return true;
-  return held(node);
 }
 
 // A form the person has started to fill keeps the tag of what they saw when they started.
@@ -279,89 +262,38 @@ function hasEdits(node) {
   return false;
 }
 
-function syncAttributes(old, fresh) {
-  for (const { name } of Array.from(old.attributes)) {
-    // Whether a menu is open is the person's business, not the server's.
-    if (!fresh.hasAttribute(name) && !(name === "open" && old.nodeName === "DETAILS")) old.removeAttribute(name);
-  }
-  for (const { name, value } of Array.from(fresh.attributes)) {
-    if (name === "open" && old.nodeName === "DETAILS") continue;
-    if (name === "data-if-match" && hasEdits(old)) continue;
-    if (old.getAttribute(name) !== value) old.setAttribute(name, value);
-  }
-  if (old.nodeName === "INPUT") {
-    if (old.type === "checkbox" || old.type === "radio") old.checked = fresh.hasAttribute("checked");
-    else old.value = fresh.getAttribute("value") || "";
-  }
+// Not to be thrown away: it holds the focus, an open menu, a control the person changed or a form on its way.
+function pinned(node) {
+  if (node.nodeType !== Node.ELEMENT_NODE) return false;
+  const active = document.activeElement;
+  if (active && active !== document.body && node.contains(active)) return true;
+  const inUse = "details[open], [aria-busy='true']";
+  return node.matches(inUse) || node.querySelector(inUse) !== null || hasEdits(node);
 }
 
-// Merge `fresh` into `old`; returns [the node that stands, whether it now shows `fresh` in full].
-function merge(old, fresh) {
-  if (old.nodeType !== fresh.nodeType || old.nodeName !== fresh.nodeName || keyOf(old) !== keyOf(fresh)) {
-    return pinned(old) ? [old, false] : [fresh, true];
-  }
-  if (old.nodeType !== Node.ELEMENT_NODE) {
-    if (old.nodeValue !== fresh.nodeValue) old.nodeValue = fresh.nodeValue;
-    return [old, true];
-  }
-  if (old.classList.contains("problem")) return [old, true]; // the script's own message, until the next try
-  if (old.isEqualNode(fresh)) return [old, true];
-  if (held(old)) return [old, false];
-  const chosen = old.nodeName === "SELECT" ? Array.from(fresh.options).findIndex((o) => o.hasAttribute("selected")) : -1;
-  syncAttributes(old, fresh);
-  const complete = mergeChildren(old, fresh);
-  if (old.nodeName === "SELECT" && !edited.has(old)) old.selectedIndex = Math.max(chosen, 0);
-  return [old, complete];
-}
-
-function mergeChildren(old, fresh) {
+// Merge the fresh page's <main> into this one, leaving what the person has in hand as they have it; returns whether
+// the page now shows `fresh` in full.
+function merge(main, fresh) {
   let complete = true;
-  const before = Array.from(old.childNodes);
-  const byKey = new Map();
-  for (const node of before) {
-    const key = keyOf(node);
-    if (key && !byKey.has(key)) byKey.set(key, node);
-  }
-  const used = new Set();
-  const wanted = [];
-  let next = 0; // the next unkeyed old child, matched in order
-  for (const node of Array.from(fresh.childNodes)) {
-    const key = keyOf(node);
-    let match = null;
-    if (key) match = byKey.get(key) || null;
-    else {
-      while (next < before.length && (used.has(before[next]) || keyOf(before[next]))) next++;
-      match = next < before.length ? before[next++] : null;
-    }
-    if (match && !used.has(match)) {
-      used.add(match);
-      const [stands, whole] = merge(match, node);
-      complete = complete && whole;
-      wanted.push(stands);
-    } else {
-      wanted.push(node);
-    }
-  }
-  const standing = new Set(wanted);
-  const kept = new Set();
-  for (const node of before) {
-    if (standing.has(node)) continue;
-    if (pinned(node)) {
-      kept.add(node); // gone from the fresh page but in use: it stays until the person is done with it
-      complete = false;
-    } else {
-      node.remove();
-    }
-  }
-  let cursor = old.firstChild;
-  for (const node of wanted) {
-    while (cursor && cursor !== node && kept.has(cursor)) cursor = cursor.nextSibling;
-    if (cursor === node) {
-      cursor = cursor.nextSibling;
-      continue;
-    }
-    old.insertBefore(node, cursor);
-  }
+  const leave = () => {
+    complete = false;
+    return false; // to idiomorph: do not touch it
+  };
+  Idiomorph.morph(main, fresh, {
+    callbacks: {
+      beforeNodeMorphed(old) {
+        if (old.nodeType !== Node.ELEMENT_NODE) return true;
+        if (old.classList.contains("problem")) return false; // the script's own message, until the next try
+        return held(old) ? leave() : true;
+      },
+      // Gone from the fresh page but in use: it stays until the person is done with it.
+      beforeNodeRemoved: (old) => (pinned(old) ? leave() : true),
+      beforeAttributeUpdated(name, old) {
+        if (name === "open" && old.nodeName === "DETAILS") return false; // whether a menu is open is the person's
+        return !(name === "data-if-match" && hasEdits(old));
+      },
+    },
+  });
   return complete;
 }
 
@@ -400,7 +332,7 @@ const live = (() => {
     const page = new DOMParser().parseFromString(await response.text(), "text/html");
     const fresh = page.getElementById("main");
     if (!fresh) return;
-    const [, complete] = merge(main, fresh);
+    const complete = merge(main, fresh);
     for (const control of edited) if (!control.isConnected) edited.delete(control);
     etag = response.headers.get("ETag") || fresh.dataset.etag || etag;
     behind = !complete;
