@@ -359,6 +359,12 @@ class Board:
 
         return units.run(work, what="setting the wallet")
 
+    def wallet_and_percent_used(self) -> tuple[Wallet, float]:
+        """The wallet and how much of its budget is spent, in percent (`storage.wallet.percent_used`), as the web
+        board shows them."""
+        row = wallet.get()
+        return row, wallet.percent_used(row)
+
 
 def apply_stage_change(
     row: Ticket,

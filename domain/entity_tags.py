@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from domain.automation import AutomationState
 from domain.clock import iso
@@ -50,8 +50,18 @@ def matches(if_match: Sequence[str] | None, current: str) -> bool:
     return if_match is None or ANY in if_match or current in if_match
 
 
-def _since(at: datetime | None) -> str:
-    return f" at {iso(at)}" if at else ""
+def _refuse(*, tag: str, last: str, by: str | None, at: datetime | None, current: dict[str, Any]) -> NoReturn:
+    """Refuse the change: `last` says what the resource's last change was (without who), `by` who made it."""
+    last_change = last + (f" by {by}" if by else "")
+    since = f" at {iso(at)}" if at else ""
+    raise PreconditionFailed(
+        f"{last_change}{since}, after the version you sent; nothing was changed. Read it again and decide anew.",
+        etag=tag,
+        last_change=last_change,
+        changed_by=by,
+        changed_at=at,
+        current=current,
+    )
 
 
 def check_ticket(if_match: Sequence[str] | None, row: Ticket, newest_entry: Callable[[], TimelineEntry | None]) -> None:
@@ -62,8 +72,6 @@ def check_ticket(if_match: Sequence[str] | None, row: Ticket, newest_entry: Call
         return
     newest = newest_entry()
     data = (newest.data or {}) if newest else {}
-    by = data.get("actor")
-    at = newest.at if newest else row.updated_at
     if newest is None:
         what = f"was changed to {row.stage}"
     elif newest.kind == "marked_done":
@@ -76,13 +84,11 @@ def check_ticket(if_match: Sequence[str] | None, row: Ticket, newest_entry: Call
         what = f"claimed bay {data.get('slot')}"
     else:
         what = f"was changed ({newest.summary})"
-    last = f"{row.key} {what}" + (f" by {by}" if by else "")
-    raise PreconditionFailed(
-        f"{last}{_since(at)}, after the version you sent; nothing was changed. Read it again and decide anew.",
-        etag=tag,
-        last_change=last,
-        changed_by=by,
-        changed_at=at,
+    _refuse(
+        tag=tag,
+        last=f"{row.key} {what}",
+        by=data.get("actor"),
+        at=newest.at if newest else row.updated_at,
         current={"stage": row.stage, "waiting_on": row.waiting_on or None},
     )
 
@@ -91,14 +97,11 @@ def check_initiative(if_match: Sequence[str] | None, row: Initiative) -> None:
     tag = initiative_tag(row)
     if matches(if_match, tag):
         return
-    last = f"initiative {row.id} was set to {row.stage}" + (f" by {row.updated_by}" if row.updated_by else "")
-    raise PreconditionFailed(
-        f"{last}{_since(row.updated_at)}, after the version you sent; nothing was changed. "
-        "Read it again and decide anew.",
-        etag=tag,
-        last_change=last,
-        changed_by=row.updated_by,
-        changed_at=row.updated_at,
+    _refuse(
+        tag=tag,
+        last=f"initiative {row.id} was set to {row.stage}",
+        by=row.updated_by,
+        at=row.updated_at,
         current={"stage": row.stage, "name": row.name},
     )
 
@@ -108,14 +111,11 @@ def check_wallet(if_match: Sequence[str] | None, row: Wallet) -> None:
     if matches(if_match, tag):
         return
     figures = f"budget {float(row.budget):g}, spent {float(row.spent):g}, {'locked' if row.locked else 'unlocked'}"
-    last = f"the wallet was set to {figures}" + (f" by {row.updated_by}" if row.updated_by else "")
-    raise PreconditionFailed(
-        f"{last}{_since(row.updated_at)}, after the version you sent; nothing was changed. "
-        "Read it again and decide anew.",
-        etag=tag,
-        last_change=last,
-        changed_by=row.updated_by,
-        changed_at=row.updated_at,
+    _refuse(
+        tag=tag,
+        last=f"the wallet was set to {figures}",
+        by=row.updated_by,
+        at=row.updated_at,
         current={"budget": float(row.budget), "spent": float(row.spent), "locked": bool(row.locked)},
     )
 
@@ -124,14 +124,10 @@ def check_automation(if_match: Sequence[str] | None, state: AutomationState) -> 
     tag = automation_tag(state)
     if matches(if_match, tag):
         return
-    word = "on" if state.enabled else "off"
-    last = f"writing automation was turned {word}" + (f" by {state.updated_by}" if state.updated_by else "")
-    raise PreconditionFailed(
-        f"{last}{_since(state.updated_at)}, after the version you sent; nothing was changed. "
-        "Read it again and decide anew.",
-        etag=tag,
-        last_change=last,
-        changed_by=state.updated_by,
-        changed_at=state.updated_at,
+    _refuse(
+        tag=tag,
+        last=f"writing automation was turned {'on' if state.enabled else 'off'}",
+        by=state.updated_by,
+        at=state.updated_at,
         current={"enabled": state.enabled},
     )

@@ -17,12 +17,10 @@ from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
 from domain.errors import InvalidQuery, NotFound
-from domain.ops import agents_strip
+from domain.ops import agents_strip, runs
 from domain.router.gates import AGREED_INITIATIVE_STAGES
 from domain.router.shadow import OUTCOMES, SOURCES
 from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
-from storage import runs
-from storage import wallet as storage_wallet
 from storage.paging import InvalidCursor
 
 RECENT_RUNS = 20
@@ -59,8 +57,8 @@ class BoardPage:
         self._health: tuple[datetime, health.Health] | None = None
 
     def _service_health(self, now: datetime) -> health.Health:
-        """The service's checks, reused for HEALTH_REUSE_SECONDS: the board is polled, and an unchanged board
-        answers 304 after a single statement; the checks cost four more."""
+        """The service's checks, reused for `HEALTH_REUSE`: the board is polled, and an unchanged board answers 304
+        after a single statement; the checks cost four more."""
         cached = self._health
         if cached is None or not timedelta(0) <= now - cached[0] < HEALTH_REUSE:
             cached = self._health = (now, health.health(self.config, now, self.outage))
@@ -75,10 +73,10 @@ class BoardPage:
         if freshness.unchanged(req, resp, tag):
             return
         strip = agents_strip.strip(now)
-        history = {status.schedule.agent_id: runs.latest(status.schedule.agent_id, RECENT_RUNS) for status in strip}
+        history = runs.recent([status.schedule.agent_id for status in strip], RECENT_RUNS)
         toggle = automation.state()
         columns = self.board.columns()
-        wallet = self.board.wallet()
+        wallet, percent_used = self.board.wallet_and_percent_used()
         choices, _ = self.board.initiatives(limit=INITIATIVES_TO_CHOOSE_FROM, cursor=None)
         page(
             resp,
@@ -104,7 +102,7 @@ class BoardPage:
             # Tickets a free bay could be claimed for: the live ones on the board that hold none.
             claimable=[t.key for stage in LIVE_STAGES for t in columns[stage][0] if not t.assigned_slot],
             wallet=wallet,
-            percent_used=storage_wallet.percent_used(wallet),
+            percent_used=percent_used,
         )
 
 
@@ -173,7 +171,7 @@ class InitiativesPage:
             counts=counts,
             stage_choices=initiative_stages(),
             agreed=AGREED_INITIATIVE_STAGES,
-            final_ticket_stages=("done", "cancelled"),
+            final_ticket_stages=FINAL_STAGES,
             older_url="/initiatives?" + urlencode({"cursor": after}) if after else None,
             first_url="/initiatives" if cursor else None,
             **signed_in(req),
@@ -304,7 +302,7 @@ class DecisionsPage:
             }
         except InvalidQuery as exc:
             # A person who typed `?since=yesterday` reads a page that says what was wrong, not a problem document.
-            self._refused(req, resp, now, exc)
+            self._render(req, resp, now, refused=exc)
             return
         cursor = params.cursor(req)
         window = router_right.window_of(req)
@@ -315,16 +313,36 @@ class DecisionsPage:
             rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, **filters)
         except InvalidCursor:
             # A link cut short or typed by hand: the page says so, like a bad filter.
-            self._refused(req, resp, now, InvalidQuery("cursor", "not a link to older decisions this page made"))
+            self._render(req, resp, now, refused=InvalidQuery("cursor", "not a link to older decisions this page made"))
             return
+        self._render(req, resp, now, filters=filters, rows=rows, cursor=cursor, after=after, tag=tag)
+
+    def _render(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        now: datetime,
+        *,
+        filters: dict | None = None,
+        rows: list | None = None,
+        cursor: str | None = None,
+        after: str | None = None,
+        tag: str | None = None,
+        refused: InvalidQuery | None = None,
+    ) -> None:
+        """The page: the decisions `rows` found with `filters`, or, when a filter or the link was `refused`, the
+        form left empty and what was wrong (400)."""
+        filters = filters or dict.fromkeys(("outcome", "source", "subject_id", "since"))
+        rows = rows or []
         on_board = self.board.on_board({row.subject_id for row in rows if row.subject_id})
         given = {name: _query_value(value) for name, value in filters.items() if value}
         page(
             resp,
             "decisions.html",
             now=now,
-            etag=tag,
-            refused=None,
+            # A refused page carries no tag: the script keeps no such page current.
+            **({"etag": tag} if tag else {}),
+            refused=f"{refused}" if refused else None,
             filters=filters,
             since_value=filters["since"].strftime("%Y-%m-%dT%H:%M:%S") if filters["since"] else "",
             filtered=bool(given),
@@ -333,28 +351,11 @@ class DecisionsPage:
             source_choices=decisions.SOURCE_CHOICES,
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
-            **router_right.scorecard_context(self.router, window_seconds=window),
-            **signed_in(req),
-        )
-
-    def _refused(self, req: falcon.Request, resp: falcon.Response, now: datetime, exc: InvalidQuery) -> None:
-        page(
-            resp,
-            "decisions.html",
-            now=now,
-            refused=f"{exc}",
-            filters=dict.fromkeys(("outcome", "source", "subject_id", "since")),
-            since_value="",
-            filtered=False,
-            decisions=[],
-            outcome_choices=decisions.OUTCOME_CHOICES,
-            source_choices=decisions.SOURCE_CHOICES,
-            older_url=None,
-            newest_url=None,
             **router_right.scorecard_context(self.router, window_seconds=router_right.window_of(req)),
             **signed_in(req),
         )
-        resp.status = falcon.HTTP_400
+        if refused:
+            resp.status = falcon.HTTP_400
 
 
 def _query_value(value: str | datetime) -> str:
@@ -365,7 +366,11 @@ def _query_value(value: str | datetime) -> str:
 class Static:
     """The board's CSS and JavaScript, from the installed package; only the files listed here are served."""
 
-    FILES = {"board.css": "text/css; charset=utf-8", "board.js": "text/javascript; charset=utf-8"}
+    FILES = {
+        "board.css": "text/css; charset=utf-8",
+        "board.js": "text/javascript; charset=utf-8",
+        "idiomorph.min.js": "text/javascript; charset=utf-8",
+    }
     operations = {
         "GET": Operation(
             "The board's stylesheet and script",

@@ -58,3 +58,8 @@ def record(
 def history(agent_id: str | None, *, limit: int, cursor: str | None) -> tuple[list[AgentRun], str | None]:
     """One page of runs (of one agent when `agent_id` is given), newest first, and the next page's cursor."""
     return runs.page(agent_id=agent_id, limit=limit, cursor=cursor)
+
+
+def recent(agent_ids: list[str], count: int) -> dict[str, list[AgentRun]]:
+    """Each agent's newest `count` runs, newest first: the history the web board shows beside each agent."""
+    return {agent_id: runs.latest(agent_id, count) for agent_id in agent_ids}

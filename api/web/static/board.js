@@ -1,6 +1,7 @@
 // The board's script: every action form goes to the JSON API with the browser's own (same-origin) credentials,
 // and the page keeps itself current by asking for itself again with its ETag (a 304 costs nothing).
-// No framework, no build step: the server renders the HTML, this only sends forms and merges fresh pages in.
+// No framework, no build step: the server renders the HTML, this only sends forms and merges fresh pages in (with
+// idiomorph, the one library it loads).
 "use strict";
 
 const POLL_MS = 2000;
@@ -14,17 +15,19 @@ function announce(text) {
 // Actions: a <form class="api"> names its endpoint (data-endpoint, `{field}` filled from the form), its method
 // (data-method, POST by default), an optional confirmation (data-confirm, on the form or the chosen <option>),
 // what to say when it worked (data-done), and data-base: a resource to read first, so a PUT changes only the
-// fields this form has (the wallet's lock keeps the budget someone else just set).
+// fields this form has (the wallet's lock keeps the budget someone else just set). The automation checkbox sends
+// itself the same way (`send`).
 
 // Controls a person has changed and not yet sent: the live refresh leaves them as they are.
 const edited = new Set();
 
-function problemElement(form) {
-  return (form.dataset.problem && document.getElementById(form.dataset.problem)) || form.querySelector(".problem");
+// Where a refusal of `control` (a form, or the automation checkbox) is said.
+function problemElement(control) {
+  return (control.dataset.problem && document.getElementById(control.dataset.problem)) || control.querySelector(".problem");
 }
 
-function showProblem(form, text) {
-  const holder = problemElement(form);
+function showProblem(control, text) {
+  const holder = problemElement(control);
   if (holder) {
     holder.textContent = text;
     holder.hidden = !text;
@@ -118,6 +121,7 @@ async function readBase(form) {
 }
 
 function markInvalid(form, errors) {
+  if (!form.elements) return; // the automation checkbox has no fields to mark
   for (const control of form.elements) control.removeAttribute("aria-invalid");
   for (const error of errors || []) {
     const name = String(error.path || "").split("/")[1];
@@ -126,8 +130,69 @@ function markInvalid(form, errors) {
   }
 }
 
-function settleForm(form) {
-  for (const control of form.elements) edited.delete(control);
+// The person is done with what they changed in `control` (a form, or the automation checkbox).
+function settle(control) {
+  for (const element of control.elements || [control]) edited.delete(element);
+}
+
+// Every change goes to the API this one way: the body merged over the resource it names (data-base), sent with the
+// tag of what the page showed (data-if-match). `control` is an action form or the automation checkbox; a refusal is
+// said beside it. Resolves to whether the change was made.
+async function send(control, endpoint, method, body) {
+  let response;
+  let answer;
+  try {
+    const merged = { ...(await readBase(control)), ...body };
+    response = await fetch(endpoint, {
+      method,
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": "application/json",
+        Accept: "application/json",
+        // What the page shows: a change decided on an older version is refused (412), not applied over it.
+        ...(control.dataset.ifMatch ? { "If-Match": control.dataset.ifMatch } : {}),
+      },
+      body: JSON.stringify(merged),
+    });
+    answer = await response.json().catch(() => null);
+  } catch (error) {
+    showProblem(control, "Could not reach the service: " + error.message);
+    announce("Could not reach the service: " + error.message);
+    return false;
+  }
+  if (response.status === 412) {
+    await showStale(control, describeStale(answer, response));
+    return false;
+  }
+  if (!response.ok) {
+    const text = describeProblem(answer, response);
+    markInvalid(control, answer && answer.errors);
+    showProblem(control, text);
+    announce("Refused: " + text);
+    return false;
+  }
+  markInvalid(control, []);
+  clearProblems();
+  return true;
+}
+
+// A 412: someone changed the thing since this page showed it. Let go of the stale control (its menu closes), show
+// the thing as it is now (the whole page: its own tag may be current where the control's was not), and say beside
+// the control what happened meanwhile.
+async function showStale(control, text) {
+  const key = (control.closest("[data-key]") || control).dataset.key;
+  const menu = control.closest("details");
+  if (menu) menu.open = false;
+  if (control.contains(document.activeElement)) document.activeElement.blur();
+  settle(control);
+  control.removeAttribute("aria-busy");
+  await live.now({ whole: true });
+  const holder = staleHolder(control, key);
+  if (holder) {
+    holder.textContent = text;
+    holder.hidden = false;
+  }
+  announce("Refused: " + text);
 }
 
 async function submitAction(event) {
@@ -141,55 +206,9 @@ async function submitAction(event) {
   form.setAttribute("aria-busy", "true");
   showProblem(form, "");
   try {
-    const merged = { ...(await readBase(form)), ...body };
-    const response = await fetch(endpoint, {
-      method: form.dataset.method || "POST",
-      credentials: "same-origin",
-      headers: {
-        "Content-Type": "application/json",
-        Accept: "application/json",
-        // What the page shows: a change decided on an older version is refused (412), not applied over it.
-        ...(form.dataset.ifMatch ? { "If-Match": form.dataset.ifMatch } : {}),
-      },
-      body: JSON.stringify(merged),
-    });
-    let answer = null;
-    try {
-      answer = await response.json();
-    } catch (e) {
-      answer = null;
-    }
-    if (response.status === 412) {
-      // Let go of the stale control (its menu closes), show the thing as it is now, and say beside its
-      // control what happened meanwhile.
-      const text = describeStale(answer, response);
-      const key = (form.closest("[data-key]") || form).dataset.key;
-      const menu = form.closest("details");
-      if (menu) menu.open = false;
-      if (form.contains(document.activeElement)) document.activeElement.blur();
-      settleForm(form);
-      form.removeAttribute("aria-busy");
-      release();
-      await refreshNow();
-      const holder = staleHolder(form, key);
-      if (holder) {
-        holder.textContent = text;
-        holder.hidden = false;
-      }
-      announce("Refused: " + text);
-      return;
-    }
-    if (!response.ok) {
-      const text = describeProblem(answer, response);
-      markInvalid(form, answer && answer.errors);
-      showProblem(form, text);
-      announce("Refused: " + text);
-      return;
-    }
-    markInvalid(form, []);
-    clearProblems();
+    if (!(await send(form, endpoint, form.dataset.method || "POST", body))) return;
     if (form.hasAttribute("data-reset")) form.reset();
-    settleForm(form);
+    settle(form);
     const menu = form.closest("details");
     if (form.hasAttribute("data-close") && menu) menu.open = false;
     // The control may be about to leave the page (a card moving to another column): let it go, and take the
@@ -198,109 +217,43 @@ async function submitAction(event) {
     if (focusAfter && form.contains(document.activeElement)) document.activeElement.blur();
     announce(form.dataset.done || "Done.");
     form.removeAttribute("aria-busy");
-    release(); // a round that came back while the form was on its way left it as it was: take all of it now
-    await refreshNow();
+    live.release(); // a round that came back while the form was on its way left it as it was: take all of it now
+    await live.now();
     const target = focusAfter && document.querySelector(focusAfter);
     if (target) target.focus();
-    return;
-  } catch (error) {
-    showProblem(form, "Could not reach the service: " + error.message);
-    announce("Could not reach the service: " + error.message);
   } finally {
     form.removeAttribute("aria-busy");
-    release();
+    live.release();
   }
 }
 
+// The automation checkbox sends itself when changed; refused, it goes back to what the page shows.
 async function toggleAutomation(event) {
   const box = event.target;
   const wanted = box.checked;
-  const state = document.getElementById("writing-automation-state");
-  // A refusal is said beside the checkbox, like every other control's.
-  const problem = document.getElementById("writing-automation-problem");
-  if (problem) {
-    problem.textContent = "";
-    problem.hidden = true;
-  }
+  showProblem(box, "");
   box.disabled = true;
-  try {
-    const response = await fetch(box.dataset.endpoint, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: {
-        "Content-Type": "application/json",
-        ...(box.dataset.ifMatch ? { "If-Match": box.dataset.ifMatch } : {}),
-      },
-      body: JSON.stringify({ enabled: wanted }),
-    });
-    let answer = null;
-    try {
-      answer = await response.json();
-    } catch (e) {
-      answer = null;
-    }
-    if (response.status === 412) {
-      box.checked = !!(answer && answer.current && answer.current.enabled);
-      const text = describeStale(answer, response);
-      if (problem) {
-        problem.textContent = text;
-        problem.hidden = false;
-      }
-      announce("Refused: " + text);
-      refreshNow(); // the page shows the setting as it is now
-      return;
-    }
-    if (!response.ok) throw new Error(describeProblem(answer, response));
-    const tag = response.headers.get("ETag");
-    if (tag) box.dataset.ifMatch = tag;
-    clearProblems();
-    box.checked = answer.enabled;
-    if (state) state.textContent = answer.enabled ? "on" : "off";
-    const by = document.getElementById("writing-automation-by");
-    if (by && answer.updated_by) by.textContent = "turned " + (answer.enabled ? "on" : "off") + " by " + answer.updated_by + " just now";
-    announce("Writing automation is " + (answer.enabled ? "on" : "off") + ".");
-  } catch (error) {
-    box.checked = !wanted;
-    const text = "Could not change writing automation: " + error.message;
-    if (problem) {
-      problem.textContent = text;
-      problem.hidden = false;
-    }
-    announce(text);
-  } finally {
-    box.disabled = false;
+  const made = await send(box, box.dataset.endpoint, "POST", { enabled: wanted });
+  box.disabled = false;
+  if (!made) {
+    box.checked = box.defaultChecked;
+    return;
   }
-  refreshNow();
+  announce("Writing automation is " + (wanted ? "on" : "off") + ".");
+  live.release();
+  await live.now();
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Keeping current: the page asks for itself with If-None-Match every POLL_MS while the tab is visible. A 304
-// changes nothing; a new page is merged into this one node by node, so what the person is doing survives: the
-// focused control, an open menu (<details>), a field they typed in, a form on its way, a refusal's message.
-
-function keyOf(node) {
-  if (node.nodeType !== Node.ELEMENT_NODE) return "";
-  if (node.id) return "#" + node.id;
-  const d = node.dataset;
-  const parts = [d.key, d.action, d.agent, d.stage, d.slot, d.initiative, d.id].filter((p) => p !== undefined);
-  if (parts.length) return node.nodeName + "|" + parts.join("|");
-  if (node.nodeName === "OPTION") return "OPTION|" + node.value;
-  return "";
-}
+// changes nothing; a new page is merged into this one by idiomorph (vendored, `idiomorph.min.js`), so what the
+// person is doing survives: the focused control, an open menu (<details>), a field they typed in, a form on its way,
+// a refusal's message. Idiomorph matches elements up by the ids they hold, so every item of a list the page
+// reorders carries one (a card, a Needs-you item, a bay, a decision, a ticket's action forms).
 
 // Left exactly as it is: a control the person changed, a form on its way.
 function held(node) {
   return edited.has(node) || (node.nodeType === Node.ELEMENT_NODE && node.getAttribute("aria-busy") === "true");
-}
-
-// Must not be thrown away: it holds the focus, an open menu, or something held.
-function pinned(node) {
-  if (node.nodeType !== Node.ELEMENT_NODE) return false;
-  const active = document.activeElement;
-  if (active && active !== document.body && node.contains(active)) return true;
-  if (node.matches("details[open]") || node.querySelector("details[open], [aria-busy='true']")) return true;
-  for (const control of edited) if (node.contains(control)) return true;
-  return held(node);
 }
 
 // A form the person has started to fill keeps the tag of what they saw when they started.
@@ -309,170 +262,129 @@ function hasEdits(node) {
   return false;
 }
 
-function syncAttributes(old, fresh) {
-  for (const { name } of Array.from(old.attributes)) {
-    // Whether a menu is open is the person's business, not the server's.
-    if (!fresh.hasAttribute(name) && !(name === "open" && old.nodeName === "DETAILS")) old.removeAttribute(name);
-  }
-  for (const { name, value } of Array.from(fresh.attributes)) {
-    if (name === "open" && old.nodeName === "DETAILS") continue;
-    if (name === "data-if-match" && hasEdits(old)) continue;
-    if (old.getAttribute(name) !== value) old.setAttribute(name, value);
-  }
-  if (old.nodeName === "INPUT") {
-    if (old.type === "checkbox" || old.type === "radio") old.checked = fresh.hasAttribute("checked");
-    else old.value = fresh.getAttribute("value") || "";
-  }
+// Not to be thrown away: it holds the focus, an open menu, a control the person changed or a form on its way.
+function pinned(node) {
+  if (node.nodeType !== Node.ELEMENT_NODE) return false;
+  const active = document.activeElement;
+  if (active && active !== document.body && node.contains(active)) return true;
+  const inUse = "details[open], [aria-busy='true']";
+  return node.matches(inUse) || node.querySelector(inUse) !== null || hasEdits(node);
 }
 
-// Merge `fresh` into `old`; returns [the node that stands, whether it now shows `fresh` in full].
-function merge(old, fresh) {
-  if (old.nodeType !== fresh.nodeType || old.nodeName !== fresh.nodeName || keyOf(old) !== keyOf(fresh)) {
-    return pinned(old) ? [old, false] : [fresh, true];
-  }
-  if (old.nodeType !== Node.ELEMENT_NODE) {
-    if (old.nodeValue !== fresh.nodeValue) old.nodeValue = fresh.nodeValue;
-    return [old, true];
-  }
-  if (old.classList.contains("problem")) return [old, true]; // the script's own message, until the next try
-  if (old.isEqualNode(fresh)) return [old, true];
-  if (held(old)) return [old, false];
-  const chosen = old.nodeName === "SELECT" ? Array.from(fresh.options).findIndex((o) => o.hasAttribute("selected")) : -1;
-  syncAttributes(old, fresh);
-  const complete = mergeChildren(old, fresh);
-  if (old.nodeName === "SELECT" && !edited.has(old)) old.selectedIndex = Math.max(chosen, 0);
-  return [old, complete];
-}
-
-function mergeChildren(old, fresh) {
+// Merge the fresh page's <main> into this one, leaving what the person has in hand as they have it; returns whether
+// the page now shows `fresh` in full.
+function merge(main, fresh) {
   let complete = true;
-  const before = Array.from(old.childNodes);
-  const byKey = new Map();
-  for (const node of before) {
-    const key = keyOf(node);
-    if (key && !byKey.has(key)) byKey.set(key, node);
-  }
-  const used = new Set();
-  const wanted = [];
-  let next = 0; // the next unkeyed old child, matched in order
-  for (const node of Array.from(fresh.childNodes)) {
-    const key = keyOf(node);
-    let match = null;
-    if (key) match = byKey.get(key) || null;
-    else {
-      while (next < before.length && (used.has(before[next]) || keyOf(before[next]))) next++;
-      match = next < before.length ? before[next++] : null;
-    }
-    if (match && !used.has(match)) {
-      used.add(match);
-      const [stands, whole] = merge(match, node);
-      complete = complete && whole;
-      wanted.push(stands);
-    } else {
-      wanted.push(node);
-    }
-  }
-  const standing = new Set(wanted);
-  const kept = new Set();
-  for (const node of before) {
-    if (standing.has(node)) continue;
-    if (pinned(node)) {
-      kept.add(node); // gone from the fresh page but in use: it stays until the person is done with it
-      complete = false;
-    } else {
-      node.remove();
-    }
-  }
-  let cursor = old.firstChild;
-  for (const node of wanted) {
-    while (cursor && cursor !== node && kept.has(cursor)) cursor = cursor.nextSibling;
-    if (cursor === node) {
-      cursor = cursor.nextSibling;
-      continue;
-    }
-    old.insertBefore(node, cursor);
-  }
+  const leave = () => {
+    complete = false;
+    return false; // to idiomorph: do not touch it
+  };
+  Idiomorph.morph(main, fresh, {
+    callbacks: {
+      beforeNodeMorphed(old) {
+        if (old.nodeType !== Node.ELEMENT_NODE) return true;
+        if (old.classList.contains("problem")) return false; // the script's own message, until the next try
+        return held(old) ? leave() : true;
+      },
+      // Gone from the fresh page but in use: it stays until the person is done with it.
+      beforeNodeRemoved: (old) => (pinned(old) ? leave() : true),
+      beforeAttributeUpdated(name, old) {
+        if (name === "open" && old.nodeName === "DETAILS") return false; // whether a menu is open is the person's
+        return !(name === "data-if-match" && hasEdits(old));
+      },
+    },
+  });
   return complete;
 }
 
-let etag = null;
-let timer = null;
-let inFlight = null;
-// The last merge left something as the person has it (a control they changed, an open menu, the focus, a form
-// on its way). The page takes the new tag all the same, so while they leave it so it asks at 304 cost; once they
-// let go of something (the focus moves, a menu closes, a form is sent or reset) the next round asks for the
-// whole page again and merges what was left.
-let behind = false;
-let letGo = false;
+// The page keeping itself current: the one owner of what its rounds share.
+const live = (() => {
+  let etag = null; // the tag of what the page shows; none: the page does not keep itself current
+  let timer = null;
+  let round = null; // the round on its way, which a caller may wait for
+  let again = false; // asked for while a round was on its way (which may predate the caller's change): one more
+  // The last merge left something as the person has it (a control they changed, an open menu, the focus, a form
+  // on its way). The page takes the new tag all the same, so while they leave it so it asks at 304 cost; once they
+  // let go of something (the focus moves, a menu closes, a form is sent or reset) the next round asks for the
+  // whole page again and merges what was left.
+  let behind = false;
+  let letGo = false;
 
-function release() {
-  letGo = true;
-}
-
-async function refresh() {
-  const main = document.getElementById("main");
-  if (!main || !etag) return;
-  const whole = behind && letGo;
-  letGo = false;
-  const headers = whole ? { Accept: "text/html" } : { "If-None-Match": etag, Accept: "text/html" };
-  const response = await fetch(window.location.href, { credentials: "same-origin", cache: "no-store", headers });
-  if (response.status === 401 || response.status === 403 || response.status === 429) {
-    // Asking again with credentials the service refuses would only count as more failed sign-ins (and lock
-    // this address out): stop, and say so.
-    etag = null;
-    const note = document.getElementById("live-stopped");
-    if (note) {
-      note.textContent = "This page stopped keeping itself current (the service answered " + response.status + "). Reload it to sign in again.";
-      note.hidden = false;
-    }
-    return;
-  }
-  if (response.status === 304 || !response.ok) return;
-  const page = new DOMParser().parseFromString(await response.text(), "text/html");
-  const fresh = page.getElementById("main");
-  if (!fresh) return;
-  const [, complete] = merge(main, fresh);
-  for (const control of edited) if (!control.isConnected) edited.delete(control);
-  etag = response.headers.get("ETag") || fresh.dataset.etag || etag;
-  behind = !complete;
-}
-
-let again = false;
-
-// Refresh now; a call made while a refresh is on its way gets one more after it (that one may predate the
-// change the caller just made). Resolves when the page shows what the service had when it was called.
-function refreshNow() {
-  if (inFlight) {
-    again = true;
-    return inFlight;
-  }
-  inFlight = (async () => {
-    do {
-      again = false;
-      try {
-        await refresh();
-      } catch (e) {
-        // a network hiccup: the next round tries again
+  async function refresh() {
+    const main = document.getElementById("main");
+    if (!main || !etag) return;
+    const whole = behind && letGo;
+    letGo = false;
+    const headers = whole ? { Accept: "text/html" } : { "If-None-Match": etag, Accept: "text/html" };
+    const response = await fetch(window.location.href, { credentials: "same-origin", cache: "no-store", headers });
+    if (response.status === 401 || response.status === 403 || response.status === 429) {
+      // Asking again with credentials the service refuses would only count as more failed sign-ins (and lock
+      // this address out): stop, and say so.
+      etag = null;
+      const note = document.getElementById("live-stopped");
+      if (note) {
+        note.textContent = "This page stopped keeping itself current (the service answered " + response.status + "). Reload it to sign in again.";
+        note.hidden = false;
       }
-    } while (again);
-    inFlight = null;
-  })();
-  return inFlight;
-}
+      return;
+    }
+    if (response.status === 304 || !response.ok) return;
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fresh = page.getElementById("main");
+    if (!fresh) return;
+    const complete = merge(main, fresh);
+    for (const control of edited) if (!control.isConnected) edited.delete(control);
+    etag = response.headers.get("ETag") || fresh.dataset.etag || etag;
+    behind = !complete;
+  }
 
-function schedule() {
-  clearTimeout(timer);
-  timer = null;
-  if (document.visibilityState === "hidden" || !etag) return; // a hidden tab asks for nothing
-  timer = setTimeout(async () => {
-    await refreshNow();
-    schedule();
-  }, POLL_MS);
-}
+  // Refresh now (`whole`: the whole page, not a 304); a call made while a round is on its way gets one more after
+  // it. Resolves when the page shows what the service had when it was called.
+  function now({ whole = false } = {}) {
+    if (whole) behind = letGo = true;
+    if (round) {
+      again = true;
+      return round;
+    }
+    round = (async () => {
+      do {
+        again = false;
+        try {
+          await refresh();
+        } catch (e) {
+          // a network hiccup: the next round tries again
+        }
+      } while (again);
+      round = null;
+    })();
+    return round;
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = null;
+    if (document.visibilityState === "hidden" || !etag) return; // a hidden tab asks for nothing
+    timer = setTimeout(async () => {
+      await now();
+      schedule();
+    }, POLL_MS);
+  }
+
+  return {
+    start(tag) {
+      etag = tag;
+      schedule();
+    },
+    release() {
+      letGo = true;
+    },
+    now,
+    schedule,
+  };
+})();
 
 document.addEventListener("DOMContentLoaded", () => {
   const main = document.getElementById("main");
-  etag = main && main.dataset.etag ? main.dataset.etag : null;
   const box = document.getElementById("writing-automation");
   if (box) box.addEventListener("change", toggleAutomation);
   document.addEventListener("submit", submitAction);
@@ -481,14 +393,14 @@ document.addEventListener("DOMContentLoaded", () => {
     if (control.form && control.type !== "hidden") edited.add(control);
   });
   document.addEventListener("reset", (event) => {
-    settleForm(event.target);
-    release();
+    settle(event.target);
+    live.release();
   });
-  document.addEventListener("focusout", release);
-  document.addEventListener("toggle", release, true); // a menu opened or closed (toggle does not bubble)
+  document.addEventListener("focusout", live.release);
+  document.addEventListener("toggle", live.release, true); // a menu opened or closed (toggle does not bubble)
   document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") refreshNow().then(schedule);
-    else schedule();
+    if (document.visibilityState === "visible") live.now().then(live.schedule);
+    else live.schedule();
   });
-  schedule();
+  live.start(main && main.dataset.etag ? main.dataset.etag : null);
 });

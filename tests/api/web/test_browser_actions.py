@@ -292,6 +292,23 @@ def test_two_pages_stay_current_without_losing_a_half_filled_form_or_an_open_men
     context_b.close()
 
 
+def test_the_focus_stays_on_its_ticket_when_the_list_above_it_changes(chromium, server):
+    """A Needs-you item holds no control, only a link: when an item above it leaves the list, the page must not
+    rewrite the focused link into another ticket's, nor show the focused item twice."""
+    api(server, "POST", "/api/v1/tickets", {"key": "PORT-3", "initiative_id": "port", "title": "New", "stage": "ci"})
+    api(server, "POST", "/api/v1/tickets/PORT-3/move", {"to": "human_test"})  # the newest on Needs-you: the last
+    context, page = open_page(chromium, server + "/")
+    page.locator('#needs-you li[data-key="PORT-3"] a.key').focus()
+    api(server, "POST", "/api/v1/tickets/PORT-1/cancel")  # above it, PORT-1 leaves the list
+    page.wait_for_function("() => !document.querySelector('#needs-you [data-key=\"PORT-1\"]')", timeout=LIVE)
+    keys = page.locator("#needs-you li.needs-item").evaluate_all("items => items.map(i => i.dataset.key)")
+    assert sorted(keys) == ["PORT-3", "WRITING-DAILY"]
+    assert page.evaluate("document.activeElement.getAttribute('href')") == "/tickets/PORT-3"
+    assert page.evaluate("document.activeElement.closest('li').dataset.key") == "PORT-3"
+    assert still_the_same_page(page) and not page.script_errors
+    context.close()
+
+
 def test_a_field_left_half_filled_costs_304s_not_whole_pages(chromium, server):
     context, page = open_page(chromium, server + "/")
     answers = []

@@ -1,5 +1,6 @@
 """The web board's pages as HTML: what a person reads, and what keeps it safe."""
 
+import hashlib
 import re
 
 import pytest
@@ -102,6 +103,18 @@ def test_static_files_are_served_and_nothing_else(api):
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert api.get("/static/board.js").headers["content-type"].startswith("text/javascript")
     assert api.get("/static/secrets.env").status_code == 404
+
+
+def test_the_vendored_idiomorph_is_the_released_file_and_says_so(api):
+    """The page's one library is served as it was released: its header names the version and the licence, and the
+    sha256 it states is that of the rest of the file, so a hand edit shows here."""
+    answer = api.get("/static/idiomorph.min.js")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/javascript")
+    header, _, released = answer.text.partition(" */\n")
+    assert "idiomorph 0.8.0" in header and "Zero-Clause BSD" in header
+    stated = re.search(r"sha256 ([0-9a-f]{64})", header).group(1)
+    assert hashlib.sha256(released.encode()).hexdigest() == stated
+    assert '<script src="/static/idiomorph.min.js" defer></script>' in api.get("/").text
 
 
 def test_each_agent_tile_says_its_schedule_in_words(board):
