@@ -392,7 +392,7 @@ class Story:
         if items:
             body["items"] = items
         check_contract("writing-notify.json", body)
-        return lambda: self.writing.notify(body, actor="ci", idempotency_key=None, answer=lambda report: {})
+        return lambda: self.writing.notify(body, actor="ci", idempotency_key=None)
 
     def writing_routine(self) -> None:
         """The writing poll at 09:00 and 18:00: most mornings one article is missing, written and published by
