@@ -28,6 +28,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from domain import units
+from domain.router.evaluation import BLOCKED, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
 from storage import scorecard as rows
 
@@ -37,7 +38,7 @@ SHORTEST_WINDOW = timedelta(minutes=1)
 LONGEST_WINDOW = timedelta(days=30)
 WINDOW_SECONDS = (int(SHORTEST_WINDOW.total_seconds()), int(LONGEST_WINDOW.total_seconds()))
 ROLES = ("coder", "fixer")
-JUDGED_OUTCOMES = ("would_dispatch", "blocked")
+JUDGED_OUTCOMES = (WOULD_DISPATCH, BLOCKED)
 # The kinds of event that say the team took up a role's work on a ticket.
 TAKES_UP: dict[str, tuple[str, ...]] = {
     "opened": ("coder",),
@@ -88,15 +89,15 @@ def roles_taken_up_by(envelope: dict[str, Any]) -> tuple[str, ...]:
 
 def classify(outcome: str, evaluated_at: datetime, taken_up_at: datetime | None, *, window: timedelta, now: datetime):
     if taken_up_at is not None and taken_up_at - evaluated_at <= window:
-        return CONFIRMED if outcome == "would_dispatch" else OVERRIDDEN
+        return CONFIRMED if outcome == WOULD_DISPATCH else OVERRIDDEN
     if evaluated_at + window <= now:
-        return NOT_TAKEN_UP if outcome == "would_dispatch" else HELD
+        return NOT_TAKEN_UP if outcome == WOULD_DISPATCH else HELD
     return PENDING
 
 
 def _keys(role: str, outcome: str, failed_gates: str, cls: str) -> list[str]:
     keys = [f"rule:{role}:{cls}"]
-    if outcome == "blocked" and failed_gates:
+    if outcome == BLOCKED and failed_gates:
         keys.extend(f"gate:{gate}:{cls}" for gate in failed_gates.split(","))
     return keys
 
