@@ -156,3 +156,91 @@ def test_modules_that_share_a_name_are_one_idea_at_two_layers_and_say_so():
 def test_every_module_says_what_it_is():
     missing = [str(path.relative_to(ROOT)) for path in modules() if not ast.get_docstring(ast.parse(path.read_text()))]
     assert missing == []
+
+
+# -- within domain/: no cycles ---------------------------------------------------------------------------------
+
+
+def domain_modules(planted: dict[str, Path] | None = None) -> dict[str, Path]:
+    """domain's modules by dotted name (`domain.router.shadow`), `planted` standing in for some of them."""
+    found = {}
+    for path in sorted((ROOT / "domain").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return {**found, **(planted or {})}
+
+
+def domain_import_graph(found: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the modules of domain it imports (`from domain.router import scorecard` is domain.router.scorecard)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in found.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets |= {
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in found else node.module
+                    for alias in node.names
+                }
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+        graph[name] = {target for target in targets if target in found and target != name}
+    return graph
+
+
+def by_part(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same imports between domain's parts: each top-level module alone, each subpackage (`domain.router`,
+    `domain.ops`) as one."""
+
+    def part(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    parts: dict[str, set[str]] = defaultdict(set)
+    for name, targets in graph.items():
+        parts[part(name)] |= {part(target) for target in targets if part(target) != part(name)}
+    return dict(parts)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every set of nodes that import each other round (the strongly connected components of more than one)."""
+    order, low, on_stack, stack, found = {}, {}, set(), [], []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in order:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
+def test_within_domain_no_module_and_no_part_imports_another_that_imports_it_back():
+    graph = domain_import_graph(domain_modules())
+    assert "domain.router.scorecard" in graph["domain.router.shadow"]  # the graph is read, not empty
+    assert cycles(graph) == []
+    assert cycles(by_part(graph)) == []
+
+
+def test_a_cycle_between_the_board_and_the_router_is_caught(tmp_path):
+    planted = tmp_path / "board.py"
+    later = "\n\ndef later():\n    from domain.router import poller\n"
+    planted.write_text((ROOT / "domain/board.py").read_text() + later)
+    graph = domain_import_graph(domain_modules({"domain.board": planted}))
+    (parts,) = cycles(by_part(graph))
+    assert {"domain.board", "domain.router"} <= set(parts)
+    (modules_round,) = cycles(graph)
+    assert {"domain.board", "domain.router.poller"} <= set(modules_round)

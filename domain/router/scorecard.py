@@ -28,6 +28,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from domain import units
+from domain.board import SlotClaimed
 from domain.router.evaluation import BLOCKED, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
 from storage import scorecard as rows
@@ -75,6 +76,11 @@ def record_signal(subject_id: str, roles: Iterable[str], *, at: datetime) -> Non
     event makes, so an event never takes up its own decision)."""
     for role in roles:
         rows.take_up(subject_id, role, at=at, not_before=at - LONGEST_WINDOW)
+
+
+def slot_claimed(claim: SlotClaimed) -> None:
+    """Claim listener (`Board`): a ticket that claims a slot has had a coder's work taken up by the team."""
+    record_signal(claim.ticket_key, ("coder",), at=claim.at)
 
 
 def roles_taken_up_by(envelope: dict[str, Any]) -> tuple[str, ...]:
