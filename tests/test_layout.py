@@ -244,3 +244,53 @@ def test_a_cycle_between_the_board_and_the_router_is_caught(tmp_path):
     assert {"domain.board", "domain.router"} <= set(parts)
     (modules_round,) = cycles(graph)
     assert {"domain.board", "domain.router.poller"} <= set(modules_round)
+
+
+# -- no HTTP status number in domain/ ---------------------------------------------------------------------------
+
+# The statuses an answer of ours can carry, and the common others: none is a value in the domain, which says what
+# happened and leaves the status to api/ (a docstring or a comment may still say "answered 412").
+HTTP_STATUSES = frozenset(
+    {200, 201, 202, 204, 301, 302, 303, 304, 307, 308, 400, 401, 403, 404, 405, 406, 409, 410, 412, 413, 415, 422}
+    | {428, 429, 500, 502, 503, 504}
+)
+# A number among them may still be a size: as the whole value of a module constant whose name says so.
+_A_SIZE = re.compile(r"^(?:[A-Z][A-Z0-9_]*_)?(BATCH|LIMIT|MAX|LISTED|SHOWN|LENGTH|SIZE)$")
+
+
+def status_numbers(path: Path) -> list[str]:
+    """Where the module writes an integer that is an HTTP status, other than as a size constant (`BATCH = 200`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    sizes = set()
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        target = node.target if isinstance(node, ast.AnnAssign) else target
+        if isinstance(target, ast.Name) and _A_SIZE.match(target.id) and isinstance(node.value, ast.Constant):
+            sizes.add(node.value)
+    return [
+        f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{node.lineno}: {node.value}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value in HTTP_STATUSES
+        if node not in sizes
+    ]
+
+
+def test_no_http_status_number_in_the_domain():
+    assert [found for path in sorted((ROOT / "domain").rglob("*.py")) for found in status_numbers(path)] == []
+
+
+@pytest.mark.parametrize(
+    ("planted", "caught"),
+    [
+        ("ACCEPTED, DUPLICATE, INVALID = 202, 200, 422\n", [202, 200, 422]),
+        ("def answer(receipt):\n    return receipt.status == 422\n", [422]),
+        ("def keep(save):\n    save(status_code=200)\n", [200]),
+        ("STATUS_BATCH = (200,)\n", [200]),  # a size is one number, not a tuple of statuses
+        ("BATCH = 200\nDECISIONS_LISTED: int = 500\n", []),
+        ('"""Answered 412 when the tag is stale."""\n# a 409 means another writer won\n', []),
+    ],
+)
+def test_a_status_number_is_caught_and_a_size_or_a_sentence_is_not(tmp_path, planted, caught):
+    module = tmp_path / "planted.py"
+    module.write_text(planted)
+    assert [int(found.rsplit(": ", 1)[1]) for found in status_numbers(module)] == caught

@@ -232,8 +232,18 @@ def _count_days(days: list[date], *, window: timedelta, now: datetime) -> dict[s
     return counted
 
 
+# The most decision ids `decisions_behind` gives (newest first).
+BEHIND_LIMIT = 200
+
+
 def decisions_behind(
-    key: str, *, now: datetime, since: datetime | None, until: datetime | None, window: timedelta, limit: int = 200
+    key: str,
+    *,
+    now: datetime,
+    since: datetime | None,
+    until: datetime | None,
+    window: timedelta,
+    limit: int = BEHIND_LIMIT,
 ) -> list[int]:
     """The ids of the decisions (newest first, at most `limit`) behind one number of the scorecard, e.g.
     `rule:coder:confirmed` or `gate:fleet:overridden`."""
