@@ -82,6 +82,28 @@ class NotifyPlan:
     def chat_word(self) -> str:
         return "queued" if self.chat is not None else "none"
 
+    def run_details(self, actor: str) -> dict[str, Any]:
+        """The `details` of the report's run of `writing-daily`."""
+        return {
+            "trigger": "notify",
+            "actor": actor,
+            "missing": self.missing,
+            "items": self.items,
+            "chat": self.chat_word,
+        }
+
+    def receipt_data(self, run_id: int, *, created: bool) -> dict[str, Any]:
+        """What the receipt records of the report (the move itself is added where it is made)."""
+        return {
+            "status": self.status,
+            "missing": self.missing,
+            "items": len(self.items),
+            "run": run_id,
+            "chat": self.chat_word,
+            **({"created": True, "from": None} if created else {}),
+            **({"link": self.link[0], "link_from": self.link[1]} if self.link else {}),
+        }
+
 
 @dataclass
 class _Toggle:
@@ -131,23 +153,9 @@ class WritingAgent:
             started_at=now,
             finished_at=now,
             summary=run_summary(plan.status, plan.missing, len(plan.items)),
-            details={
-                "trigger": "notify",
-                "actor": actor,
-                "missing": plan.missing,
-                "items": plan.items,
-                "chat": plan.chat_word,
-            },
+            details=plan.run_details(actor),
         )
-        data = {
-            "status": plan.status,
-            "missing": plan.missing,
-            "items": len(plan.items),
-            "run": run.id,
-            "chat": plan.chat_word,
-            **({"created": True, "from": None} if created else {}),
-            **({"link": plan.link[0], "link_from": plan.link[1]} if plan.link else {}),
-        }
+        data = plan.receipt_data(run.id, created=created)
         change = None
         if plan.move.event is None:  # AUTOMATION_DISABLED: the receipt and the run, nothing moves
             data.update({"from": None if created else row.stage, "to": row.stage, "actor": actor})
