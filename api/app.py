@@ -31,6 +31,7 @@ from domain.config import Config
 from domain.health import heartbeat_age
 from domain.ops.agents import OpsAgents
 from domain.outage import DatabaseOutage
+from domain.router import scorecard
 from domain.router.board_events import queue_for_router
 from domain.router.shadow import ShadowRouter
 from domain.writing import WritingAgent
@@ -97,8 +98,14 @@ def create_app(
         migrations.migrate()
     writing_ticket.transitions()  # derived from the machine now, not on the first notify
 
-    # The router hears every stage change (queued through the outbox, so a change stays one insert dearer).
-    board = Board(config, clock, stage_listeners=(queue_for_router, *stage_listeners))
+    # The router hears every stage change (queued through the outbox, so a change stays one insert dearer), and
+    # its scorecard every slot claim.
+    board = Board(
+        config,
+        clock,
+        stage_listeners=(queue_for_router, *stage_listeners),
+        claim_listeners=(scorecard.slot_claimed,),
+    )
     services = Services(config=config, clock=clock, board=board, router=ShadowRouter(config, clock))
     if outage is not None:  # a test's, to look at or to feed
         services.outage = outage

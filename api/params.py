@@ -6,10 +6,11 @@ every optional query parameter alike; the OpenAPI document says so with `allowEm
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import falcon
 
+from domain import clock
 from domain.errors import InvalidQuery
 from storage.paging import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -72,12 +73,13 @@ def timestamp(req: falcon.Request, name: str) -> datetime | None:
 def parse_timestamp(name: str, raw: str) -> datetime:
     """`raw` as the value of query parameter `name`: see `timestamp`."""
     try:
-        value = datetime.fromisoformat(raw.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidQuery(name, f"expected an ISO 8601 timestamp such as 2026-11-20T08:00:00Z, got {raw!r}") from None
-    if value.tzinfo is None:
-        raise InvalidQuery(name, f"the timestamp needs a zone (Z or +hh:mm), got {raw!r}")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00+00:05 is before the first representable instant in UTC
-        raise InvalidQuery(name, f"the timestamp is out of range, got {raw!r}") from None
+        return clock.parse_timestamp(raw)
+    except clock.BadTimestamp as exc:
+        raise InvalidQuery(name, _TIMESTAMP_REFUSALS[exc.problem].format(raw=raw)) from None
+
+
+_TIMESTAMP_REFUSALS = {
+    clock.BadTimestamp.NOT_ISO: "expected an ISO 8601 timestamp such as 2026-11-20T08:00:00Z, got {raw!r}",
+    clock.BadTimestamp.NO_ZONE: "the timestamp needs a zone (Z or +hh:mm), got {raw!r}",
+    clock.BadTimestamp.OUT_OF_RANGE: "the timestamp is out of range, got {raw!r}",
+}

@@ -7,6 +7,7 @@ from typing import Any
 from domain.automation import AutomationState
 from domain.board import SlotView
 from domain.clock import iso
+from domain.router.evaluation import REJECTED
 from domain.writing import Report
 from storage import wallet as storage_wallet
 from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
@@ -120,6 +121,6 @@ def decision(row) -> dict[str, Any]:
         "policy": row.policy,
         "facts": row.facts,
     }
-    if row.outcome == "rejected":
+    if row.outcome == REJECTED:
         body["errors"] = row.errors or []
     return body

@@ -185,7 +185,7 @@ class Units:
         now = stored(datetime.now(UTC))
         chat = "queued" if move.chat else "none"
         if move.chat:
-            payload = {"content": writing.chat_message(status, missing, items, None), "source": status}
+            payload = {"content": writing.chat_message(status, missing, items, None, title=None), "source": status}
             execute(INSERT_OUTBOX, (orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode(), now, now, now))
         details = {"trigger": "notify", "actor": "ci", "missing": missing, "items": items, "chat": chat}
         ok = not writing_ticket.FAILURE_STATUS.match(status)

@@ -66,6 +66,15 @@ def load(name: str) -> dict[str, Any]:
     return json.loads(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))
 
 
+def part(name: str, pointer: str) -> Any:
+    """The part of schema `name` at JSON pointer `pointer`, for code that must state what the contract states:
+    `part("normalized-event.json", "/$defs/kind")["enum"]` is the envelope's transition kinds."""
+    node = load(name)
+    for step in pointer.split("/")[1:]:  # "" is the whole schema
+        node = node[step.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
 @functools.cache
 def registry() -> Registry:
     """All schemas, keyed by their `$id`. There is no retrieve hook, so an unknown `$ref` fails loudly."""

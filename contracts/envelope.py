@@ -7,12 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import ContractViolation, Violation, violations
+from contracts import ContractViolation, Violation, part, violations
 
 ENVELOPE = "normalized-event.json"
 WORKER_OUTPUT = "worker-output.json"
 ENVELOPE_VERSION = "svc.normalized-event/v0"
 WORKER_OUTPUT_VERSION = "svc.worker-output/v0"
+# What an envelope may say, as its contract says it: where it comes from, the kinds of transition, and how long
+# its id and its subject's id may be.
+SOURCES: tuple[str, ...] = tuple(part(ENVELOPE, "/properties/source")["enum"])
+KINDS: tuple[str, ...] = tuple(part(ENVELOPE, "/$defs/kind")["enum"])
+ID_MAX_LENGTH: int = part(ENVELOPE, "/properties/id")["maxLength"]
+SUBJECT_ID_MAX_LENGTH: int = part(ENVELOPE, "/properties/subject/properties/id")["maxLength"]
 
 
 def envelope_violations(document: Any) -> list[Violation]:

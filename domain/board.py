@@ -17,7 +17,6 @@ from domain import automation, entity_tags, units
 from domain.clock import Clock
 from domain.config import Config
 from domain.errors import Conflict, NotFound, TransitionForbidden
-from domain.router import scorecard
 from domain.units import StaleRead
 from machines import ticket as ticket_machine
 from machines.stages import FINAL_STAGES, STAGES, needs_you
@@ -55,16 +54,39 @@ StageListener = Callable[[StageChange], None]
 
 
 @dataclass(frozen=True)
+class SlotClaimed:
+    """What a claim listener hears, inside the transaction of a new claim: `ticket_key` took slot `slot`."""
+
+    slot: str
+    ticket_key: str
+    actor: str
+    at: datetime
+
+
+ClaimListener = Callable[[SlotClaimed], None]
+
+
+@dataclass(frozen=True)
 class SlotView:
     slot: Slot
     claim: SlotClaim | None
 
 
 class Board:
-    def __init__(self, config: Config, clock: Clock, *, stage_listeners: tuple[StageListener, ...] = ()):
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        *,
+        stage_listeners: tuple[StageListener, ...] = (),
+        claim_listeners: tuple[ClaimListener, ...] = (),
+    ):
+        """`stage_listeners` hear every stage change and `claim_listeners` every new slot claim, each inside
+        its transaction (the composition root wires the router's: `queue_for_router`, `scorecard.slot_claimed`)."""
         self.config = config
         self.clock = clock
         self.stage_listeners = list(stage_listeners)
+        self.claim_listeners = list(claim_listeners)
 
     # -- tickets -----------------------------------------------------------------------------------------
 
@@ -212,7 +234,7 @@ class Board:
         return self._shown(units.run(work, what=f"changing {key}"))
 
     def announce(self, change: StageChange) -> None:
-        """Tell every stage listener (the router's `queue_for_router`) about a change, in its transaction."""
+        """Tell every stage listener about a change, in its transaction."""
         for listener in self.stage_listeners:
             listener(change)
 
@@ -319,8 +341,9 @@ class Board:
                 if row.assigned_slot and row.assigned_slot != name:
                     raise Conflict(f"{key} already holds slot {row.assigned_slot}")
                 slots.add_claim(name, key, at=now)
-                # The team took up a coder's work on the ticket: the router's scorecard keeps it.
-                scorecard.record_signal(key, ("coder",), at=now)
+                claimed = SlotClaimed(name, key, actor, now)
+                for listener in self.claim_listeners:
+                    listener(claimed)
                 if not tickets.compare_and_swap(
                     row,
                     expected_stage=row.stage,

@@ -36,6 +36,35 @@ def iso(value: datetime | None) -> str | None:
     return text
 
 
+class BadTimestamp(ValueError):
+    """Text that is not a moment `parse_timestamp` reads; `problem` says why, for each caller to word its own
+    refusal (a query parameter's 400, the command line's exit 2)."""
+
+    NOT_ISO = "not an ISO 8601 timestamp"
+    NO_ZONE = "no zone"
+    OUT_OF_RANGE = "out of range"
+
+    def __init__(self, problem: str, text: str):
+        self.problem = problem
+        self.text = text
+        super().__init__(f"{problem}: {text!r}")
+
+
+def parse_timestamp(text: str) -> datetime:
+    """An ISO 8601 timestamp with its zone (`2026-11-20T08:00:00Z`, a lower-case z, or `+01:00`) as an aware UTC
+    datetime: how people and programs give the service a moment. Raises `BadTimestamp`."""
+    try:
+        value = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        raise BadTimestamp(BadTimestamp.NOT_ISO, text) from None
+    if value.tzinfo is None:
+        raise BadTimestamp(BadTimestamp.NO_ZONE, text)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+00:05 is before the first representable instant in UTC
+        raise BadTimestamp(BadTimestamp.OUT_OF_RANGE, text) from None
+
+
 def shifted(offset_seconds: float, base: Clock = system_clock) -> Clock:
     """`base` moved by a fixed offset: the jobs process rehearsing a schedule (see SVC_JOBS_CLOCK_OFFSET)."""
     if not offset_seconds:

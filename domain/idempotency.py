@@ -38,8 +38,9 @@ def once(
 ) -> tuple[dict[str, Any], bool]:
     """Inside the caller's transaction: the stored answer for (`scope`, `key`), or `work()`'s, stored.
 
-    Returns (answer, replayed). Without a key, `work()` runs every time. The same key with another body
-    raises `IdempotencyMismatch` (422).
+    Returns (answer, replayed). `work()` returns JSON values; the first answer comes back as the record keeps
+    it (every object's keys sorted), so a repeat gets the very same answer. Without a key, `work()` runs every
+    time. The same key with another body raises `IdempotencyMismatch`.
     """
     if key is None:
         return work(), False
@@ -51,7 +52,12 @@ def once(
                 f"Idempotency-Key {key!r} was first used with a different request body; use a new key"
             )
         return found.response, True
-    answer = work()
+    answer = _as_kept(work())
     idempotency.forget_older_than(now - KEEP)
-    idempotency.save(scope, key, request_hash=fingerprint, status_code=200, response=answer, at=now)
+    idempotency.save(scope, key, request_hash=fingerprint, response=answer, at=now)
     return answer, False
+
+
+def _as_kept(answer: Any) -> Any:
+    """`answer` as the record reads back (its JSON column sorts every object's keys)."""
+    return json.loads(json.dumps(answer, sort_keys=True, ensure_ascii=False))

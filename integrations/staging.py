@@ -13,7 +13,6 @@ import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 EXPIRY_WARNING_DAYS = 14
@@ -31,34 +30,6 @@ class StagingResult:
     status: int | None = None
     certificate_expires_at: datetime | None = None
     days_left: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "checked_at": iso(self.checked_at),
-            "url": self.url,
-            "ok": self.ok,
-            "skipped": self.skipped,
-            "detail": self.detail,
-            "status": self.status,
-            "certificate_expires_at": iso(self.certificate_expires_at),
-            "days_left": self.days_left,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StagingResult:
-        def when(value: str | None) -> datetime | None:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-        return cls(
-            checked_at=when(data["checked_at"]),
-            url=data.get("url"),
-            ok=bool(data["ok"]),
-            skipped=bool(data["skipped"]),
-            detail=data["detail"],
-            status=data.get("status"),
-            certificate_expires_at=when(data.get("certificate_expires_at")),
-            days_left=data.get("days_left"),
-        )
 
 
 def skipped(now: datetime) -> StagingResult:
@@ -109,7 +80,8 @@ def check(
     if expires is None:
         problems.append("no certificate expiry could be read")
     elif days_left is not None and days_left <= warn_days:
-        problems.append(f"certificate expires in {days_left:.1f} days ({iso(expires)})")
+        # The expiry as the contract writes a moment (domain.clock.iso; integrations import nothing of ours).
+        problems.append(f"certificate expires in {days_left:.1f} days ({expires:%Y-%m-%dT%H:%M:%S.%fZ})")
     if problems:
         return StagingResult(now, url, False, False, "; ".join(problems), status, expires, days_left)
     detail = f"answered {status}; certificate valid for {days_left:.0f} more days"
@@ -120,13 +92,6 @@ def _not_after(peer: dict | None) -> datetime | None:
     if not peer or "notAfter" not in peer:
         return None
     return datetime.fromtimestamp(ssl.cert_time_to_seconds(peer["notAfter"]), UTC)
-
-
-def iso(value: datetime | None) -> str | None:
-    """ISO 8601 UTC with a Z suffix, as the contract writes timestamps."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _describe(exc: BaseException) -> str:

@@ -3,14 +3,14 @@
 The seed's table, one row per notify status. The prior stage never restricts the move: each event is allowed
 from every stage, `done` and `cancelled` included.
 
-| notify status        | event            | next stage | waiting_on     | chat post |
-|----------------------|------------------|------------|----------------|-----------|
-| `SKIP_ALL_CAUGHT_UP` | `caught_up`      | `done`     | none           | no        |
-| `BACKFILL_READY`     | `backfill_ready` | `execute`  | `agent`        | yes       |
-| `STOP_NEED_TOPICS`   | `need_topics`    | `queued`   | `topic_refill` | yes       |
-| `SUCCESS`            | `published`      | `done`     | none           | yes       |
-| `FAIL_*`             | `failed`         | `execute`  | `agent_failed` | yes       |
-| `AUTOMATION_DISABLED`| (none)           | unchanged  | unchanged      | no        |
+| notify status        | event            | next stage | waiting_on     | chat post | the job failed |
+|----------------------|------------------|------------|----------------|-----------|----------------|
+| `SKIP_ALL_CAUGHT_UP` | `caught_up`      | `done`     | none           | no        | no             |
+| `BACKFILL_READY`     | `backfill_ready` | `execute`  | `agent`        | yes       | no             |
+| `STOP_NEED_TOPICS`   | `need_topics`    | `queued`   | `topic_refill` | yes       | no             |
+| `SUCCESS`            | `published`      | `done`     | none           | yes       | no             |
+| `FAIL_*`             | `failed`         | `execute`  | `agent_failed` | yes       | yes            |
+| `AUTOMATION_DISABLED`| (none)           | unchanged  | unchanged      | no        | no             |
 
 Every notify moves this ticket, so the move is on the service's hot path, where python-statemachine's engine
 cost more than the rest of a notify's work. The machine stays the one declaration of the moves: at start-up
@@ -41,6 +41,7 @@ class NotifyMove:
     stage: str | None
     waiting_on: str | None
     chat: bool
+    failed: bool = False
 
 
 NOTIFY_MOVES: dict[str, NotifyMove] = {
@@ -48,7 +49,7 @@ NOTIFY_MOVES: dict[str, NotifyMove] = {
     "BACKFILL_READY": NotifyMove("backfill_ready", "execute", "agent", chat=True),
     "STOP_NEED_TOPICS": NotifyMove("need_topics", "queued", "topic_refill", chat=True),
     "SUCCESS": NotifyMove("published", "done", None, chat=True),
-    "FAIL_*": NotifyMove("failed", "execute", "agent_failed", chat=True),
+    "FAIL_*": NotifyMove("failed", "execute", "agent_failed", chat=True, failed=True),
     AUTOMATION_DISABLED: NotifyMove(None, None, None, chat=False),
 }
 
@@ -125,9 +126,9 @@ def transitions() -> dict[tuple[str, str], Moved]:
     return table
 
 
-def apply_report(ticket: WritingTicketLike, status: str) -> tuple[str, str]:
-    """Move `ticket` (in place) as the notify `status` says; return (from_stage, to_stage)."""
-    move = notify_move(status)
+def apply_report(ticket: WritingTicketLike, move: NotifyMove) -> tuple[str, str]:
+    """Move `ticket` (in place) as a report's row of the table (`notify_move(status)`) says; return (from_stage,
+    to_stage)."""
     before = ticket.stage
     if move.event is None:
         return before, before

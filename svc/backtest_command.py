@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from peewee import InterfaceError, OperationalError, ProgrammingError
 
 import contracts
+from domain.clock import BadTimestamp, parse_timestamp
 from domain.config import Config
 from domain.router.backtest import backtest
 from domain.router.gates import Policy
@@ -108,11 +109,11 @@ def _moment(flag: str, raw: str | None) -> datetime | None:
     if raw is None:
         return None
     try:
-        value = datetime.fromisoformat(raw.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        raise BadInput(
-            f"{flag}: expected an ISO 8601 time with its zone, like 2026-11-01T00:00:00Z; got {raw!r}"
-        ) from None
-    if value.tzinfo is None:
-        raise BadInput(f"{flag}: give the zone too, like {raw}Z")
-    return value
+        return parse_timestamp(raw)
+    except BadTimestamp as exc:
+        refusal = {
+            BadTimestamp.NOT_ISO: f"expected an ISO 8601 time with its zone, like 2026-11-01T00:00:00Z; got {raw!r}",
+            BadTimestamp.NO_ZONE: f"give the zone too, like {raw}Z",
+            BadTimestamp.OUT_OF_RANGE: f"out of range; got {raw!r}",
+        }[exc.problem]
+        raise BadInput(f"{flag}: {refusal}") from None

@@ -40,6 +40,7 @@ from domain.board import TRACKER_CLOSE_KIND, Board
 from domain.config import Config
 from domain.ops.agents import OpsAgents
 from domain.ops.schedules import AGENTS
+from domain.router import scorecard
 from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
@@ -192,7 +193,9 @@ class Story:
         self.start = end - timedelta(days=DAYS)
         self.clock = StoryClock(self.start - timedelta(hours=1))
         clock = self.clock
-        self.board = Board(config, clock, stage_listeners=(queue_for_router,))
+        self.board = Board(
+            config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,)
+        )
         self.router = ShadowRouter(config, clock)
         self.writing = WritingAgent(config, clock, self.board)
         self.ops = OpsAgents(config, clock, board=self.board, wiper=DemoBays({"bay-2"}))
@@ -392,7 +395,7 @@ class Story:
         if items:
             body["items"] = items
         check_contract("writing-notify.json", body)
-        return lambda: self.writing.notify(body, actor="ci", idempotency_key=None, answer=lambda report: {})
+        return lambda: self.writing.notify(body, actor="ci", idempotency_key=None)
 
     def writing_routine(self) -> None:
         """The writing poll at 09:00 and 18:00: most mornings one article is missing, written and published by

@@ -156,3 +156,141 @@ def test_modules_that_share_a_name_are_one_idea_at_two_layers_and_say_so():
 def test_every_module_says_what_it_is():
     missing = [str(path.relative_to(ROOT)) for path in modules() if not ast.get_docstring(ast.parse(path.read_text()))]
     assert missing == []
+
+
+# -- within domain/: no cycles ---------------------------------------------------------------------------------
+
+
+def domain_modules(planted: dict[str, Path] | None = None) -> dict[str, Path]:
+    """domain's modules by dotted name (`domain.router.shadow`), `planted` standing in for some of them."""
+    found = {}
+    for path in sorted((ROOT / "domain").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return {**found, **(planted or {})}
+
+
+def domain_import_graph(found: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the modules of domain it imports (`from domain.router import scorecard` is domain.router.scorecard)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in found.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets |= {
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in found else node.module
+                    for alias in node.names
+                }
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+        graph[name] = {target for target in targets if target in found and target != name}
+    return graph
+
+
+def by_part(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same imports between domain's parts: each top-level module alone, each subpackage (`domain.router`,
+    `domain.ops`) as one."""
+
+    def part(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    parts: dict[str, set[str]] = defaultdict(set)
+    for name, targets in graph.items():
+        parts[part(name)] |= {part(target) for target in targets if part(target) != part(name)}
+    return dict(parts)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every set of nodes that import each other round (the strongly connected components of more than one)."""
+    order, low, on_stack, stack, found = {}, {}, set(), [], []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in order:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
+def test_within_domain_no_module_and_no_part_imports_another_that_imports_it_back():
+    graph = domain_import_graph(domain_modules())
+    assert "domain.router.scorecard" in graph["domain.router.shadow"]  # the graph is read, not empty
+    assert cycles(graph) == []
+    assert cycles(by_part(graph)) == []
+
+
+def test_a_cycle_between_the_board_and_the_router_is_caught(tmp_path):
+    planted = tmp_path / "board.py"
+    later = "\n\ndef later():\n    from domain.router import poller\n"
+    planted.write_text((ROOT / "domain/board.py").read_text() + later)
+    graph = domain_import_graph(domain_modules({"domain.board": planted}))
+    (parts,) = cycles(by_part(graph))
+    assert {"domain.board", "domain.router"} <= set(parts)
+    (modules_round,) = cycles(graph)
+    assert {"domain.board", "domain.router.poller"} <= set(modules_round)
+
+
+# -- no HTTP status number in domain/ ---------------------------------------------------------------------------
+
+# The statuses an answer of ours can carry, and the common others: none is a value in the domain, which says what
+# happened and leaves the status to api/ (a docstring or a comment may still say "answered 412").
+HTTP_STATUSES = frozenset(
+    {200, 201, 202, 204, 301, 302, 303, 304, 307, 308, 400, 401, 403, 404, 405, 406, 409, 410, 412, 413, 415, 422}
+    | {428, 429, 500, 502, 503, 504}
+)
+# A number among them may still be a size: as the whole value of a module constant whose name says so.
+_A_SIZE = re.compile(r"^(?:[A-Z][A-Z0-9_]*_)?(BATCH|LIMIT|MAX|LISTED|SHOWN|LENGTH|SIZE)$")
+
+
+def status_numbers(path: Path) -> list[str]:
+    """Where the module writes an integer that is an HTTP status, other than as a size constant (`BATCH = 200`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    sizes = set()
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        target = node.target if isinstance(node, ast.AnnAssign) else target
+        if isinstance(target, ast.Name) and _A_SIZE.match(target.id) and isinstance(node.value, ast.Constant):
+            sizes.add(node.value)
+    return [
+        f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{node.lineno}: {node.value}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value in HTTP_STATUSES
+        if node not in sizes
+    ]
+
+
+def test_no_http_status_number_in_the_domain():
+    assert [found for path in sorted((ROOT / "domain").rglob("*.py")) for found in status_numbers(path)] == []
+
+
+@pytest.mark.parametrize(
+    ("planted", "caught"),
+    [
+        ("ACCEPTED, DUPLICATE, INVALID = 202, 200, 422\n", [202, 200, 422]),
+        ("def answer(receipt):\n    return receipt.status == 422\n", [422]),
+        ("def keep(save):\n    save(status_code=200)\n", [200]),
+        ("STATUS_BATCH = (200,)\n", [200]),  # a size is one number, not a tuple of statuses
+        ("BATCH = 200\nDECISIONS_LISTED: int = 500\n", []),
+        ('"""Answered 412 when the tag is stale."""\n# a 409 means another writer won\n', []),
+    ],
+)
+def test_a_status_number_is_caught_and_a_size_or_a_sentence_is_not(tmp_path, planted, caught):
+    module = tmp_path / "planted.py"
+    module.write_text(planted)
+    assert [int(found.rsplit(": ", 1)[1]) for found in status_numbers(module)] == caught

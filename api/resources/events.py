@@ -27,9 +27,12 @@ from api.operations import (
     Param,
 )
 from domain.router import deliveries
-from domain.router.shadow import OUTCOMES, SOURCES, Ignored, Receipt, ShadowRouter
+from domain.router.shadow import OUTCOMES, SOURCES, Ignored, Intake, Receipt, ShadowRouter
 
 _ENVELOPE_ERRORS = {401: "problem.json", 422: "problem.json"}
+# What became of an envelope, as the status it answers with (alone, or as one result of a batch).
+STATUS = {Intake.ACCEPTED: 202, Intake.DUPLICATE: 200, Intake.REJECTED: 422}
+_HTTP_STATUS = {intake: falcon.code_to_http_status(code) for intake, code in STATUS.items()}
 
 
 def accepted(receipt: Receipt) -> dict[str, Any]:
@@ -38,16 +41,16 @@ def accepted(receipt: Receipt) -> dict[str, Any]:
 
 def answer(resp: falcon.Response, receipt: Receipt) -> None:
     """202 new, 200 seen before, or 422 problem+json carrying the rejected decision that was recorded."""
-    if receipt.status == 422:
+    if receipt.intake is Intake.REJECTED:
         errors = receipt.decision.errors or []
         raise Problem(
-            422,
+            STATUS[Intake.REJECTED],
             "validation",
             f"the envelope breaks svc.normalized-event/v0 in {len(errors)} place(s); recorded as rejected",
             errors=errors,
             extra={"decision": representations.decision(receipt.decision)},
         )
-    resp.status = falcon.code_to_http_status(receipt.status)
+    resp.status = _HTTP_STATUS[receipt.intake]
     resp.media = accepted(receipt)
 
 
@@ -75,15 +78,15 @@ class Events:
                 "results": [
                     {
                         "index": index,
-                        "status": r.status,
+                        "status": STATUS[r.intake],
                         "event_id": r.event_id,
                         "decision": representations.decision(r.decision),
                     }
                     for index, r in enumerate(receipts)
                 ],
-                "accepted": sum(r.status == 202 for r in receipts),
-                "duplicates": sum(r.status == 200 for r in receipts),
-                "rejected": sum(r.status == 422 for r in receipts),
+                "accepted": sum(r.intake is Intake.ACCEPTED for r in receipts),
+                "duplicates": sum(r.intake is Intake.DUPLICATE for r in receipts),
+                "rejected": sum(r.intake is Intake.REJECTED for r in receipts),
             }
             return
         answer(resp, self.router.receive(body))

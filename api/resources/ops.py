@@ -18,6 +18,7 @@ from api.operations import Operation
 from api.resources.agents_strip import agent_row
 from domain.clock import Clock, iso
 from domain.ops.agents import OpsAgents, Snapshot
+from domain.ops.pulse import staging_record
 from domain.ops.runs import Trigger
 from domain.ops.steward import BayReport, SlotOutcome
 
@@ -164,7 +165,7 @@ def snapshot(s: Snapshot) -> dict[str, Any]:
         "staging": {
             "configured": s.staging_configured,
             "url": s.staging_url,
-            "last_check": last.as_dict() if last is not None else None,
+            "last_check": staging_record(last) if last is not None else None,
         },
     }
 

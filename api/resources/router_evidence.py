@@ -10,6 +10,7 @@ import falcon
 
 from api import params
 from api.operations import Operation, Param
+from domain.clock import parse_timestamp
 from domain.errors import InvalidQuery
 from domain.router.scorecard import WINDOW_SECONDS
 from domain.router.shadow import ShadowRouter
@@ -19,7 +20,8 @@ FLIPS_LISTED = 500
 
 
 def _timestamp(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value.replace("Z", "+00:00"))
+    # The body's schema lets through only UTC date-times (`...Z`), which always read.
+    return None if value is None else parse_timestamp(value)
 
 
 class Backtest:

@@ -47,15 +47,13 @@ class WritingNotify:
         self.writing = writing
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        answer, replayed = self.writing.notify(
-            req.context.body,
-            actor=req.context.identity.actor,
-            idempotency_key=idempotency_key(req),
-            answer=representations.writing_report,
+        report, replayed = self.writing.notify(
+            req.context.body, actor=req.context.identity.actor, idempotency_key=idempotency_key(req)
         )
         if replayed:
             resp.set_header("Idempotent-Replayed", "true")
-        resp.media = answer
+        # Built after the commit: on SQLite the unit of work runs on the one writer thread every write waits for.
+        resp.media = representations.writing_report(report)
 
 
 class WritingAutomation:

@@ -9,7 +9,14 @@ from datetime import datetime, timedelta
 from domain import chat
 from domain.clock import Clock, iso
 from domain.ops import runs
-from domain.ops.pulse import StagingCheck, remember_staging, staging_line, wallet_line, wallet_state
+from domain.ops.pulse import (
+    StagingCheck,
+    remember_staging,
+    staging_line,
+    staging_record,
+    wallet_line,
+    wallet_state,
+)
 from domain.ops.runs import Trigger
 from integrations.staging import StagingResult
 from storage import tickets
@@ -70,7 +77,7 @@ class WeeklyDigest:
                         "blocked": [t.key for t in blocked],
                         "blocked_count": blocked_count,
                         "wallet": money,
-                        "staging": result.as_dict(),
+                        "staging": staging_record(result),
                     },
                 )
         return DigestReport(chat.fit(message), True, done_count, blocked_count, result, run)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain import automation, chat
-from domain.clock import Clock
+from domain.clock import Clock, iso, parse_timestamp
 from domain.config import Config
 from domain.health import duration, health
 from domain.ops import runs
@@ -85,12 +85,40 @@ def wallet_state() -> dict[str, Any]:
 
 def remember_staging(result: StagingResult, *, at: datetime, by: str) -> None:
     """Keep the last staging check, so the snapshot shows it without an outbound call per GET."""
-    settings.put(STAGING_SETTING, result.as_dict(), at=at, by=by)
+    settings.put(STAGING_SETTING, staging_record(result), at=at, by=by)
 
 
 def last_staging() -> StagingResult | None:
     row = settings.get(STAGING_SETTING)
-    return StagingResult.from_dict(row.value) if row is not None else None
+    return staging_from_record(row.value) if row is not None else None
+
+
+def staging_record(result: StagingResult) -> dict[str, Any]:
+    """A staging check as it is kept and shown (the setting, a run's details, the snapshot's `last_check`)."""
+    return {
+        "checked_at": iso(result.checked_at),
+        "url": result.url,
+        "ok": result.ok,
+        "skipped": result.skipped,
+        "detail": result.detail,
+        "status": result.status,
+        "certificate_expires_at": iso(result.certificate_expires_at),
+        "days_left": result.days_left,
+    }
+
+
+def staging_from_record(data: dict[str, Any]) -> StagingResult:
+    expires = data.get("certificate_expires_at")
+    return StagingResult(
+        checked_at=parse_timestamp(data["checked_at"]),
+        url=data.get("url"),
+        ok=bool(data["ok"]),
+        skipped=bool(data["skipped"]),
+        detail=data["detail"],
+        status=data.get("status"),
+        certificate_expires_at=parse_timestamp(expires) if expires else None,
+        days_left=data.get("days_left"),
+    )
 
 
 def staging_check_for(config: Config) -> StagingCheck:
@@ -141,7 +169,7 @@ class DailyPulse:
             started = self.clock()
             checks, issues = self._check(started)
             result = self.staging_check(self.clock())
-            checks["staging"] = result.as_dict()
+            checks["staging"] = staging_record(result)
             if not result.ok:
                 issues.append(Issue("staging", f"{result.url}: {result.detail}"))
             steward = self.steward.run(Trigger("pulse", actor=trigger.actor))

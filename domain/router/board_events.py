@@ -25,7 +25,7 @@ from typing import Any
 from domain.board import StageChange
 from domain.clock import iso
 from domain.ops.schedules import AGENT_IDS
-from domain.router.senders.payloads import build
+from domain.router.senders.payloads import build, ticket_subject
 from machines.stages import HUMAN_GATE_STAGES, NEEDS_YOU_WAITING_ON, needs_you
 from storage import outbox
 from storage.models import Ticket
@@ -66,21 +66,15 @@ def event_id_of(ticket: Ticket) -> str:
 
 def envelope_for(change: StageChange) -> dict[str, Any]:
     kind, from_state, to_state = kind_of(change)
-    ticket = change.ticket
     eligible = kind == "state_changed" and to_state == "execute" and not change.to_waiting_on
-    subject: dict[str, Any] = {"type": "ticket", "id": ticket.key}
-    if ticket.initiative_id:
-        subject["initiative_id"] = ticket.initiative_id
-    if ticket.tracker_issue_id:
-        subject["tracker_issue_id"] = ticket.tracker_issue_id
     return build(
-        event_id=event_id_of(ticket),
+        event_id=event_id_of(change.ticket),
         occurred_at=iso(change.at),
         source="svc",
         kind=kind,
         from_state=from_state,
         to_state=to_state,
-        subject=subject,
+        subject=ticket_subject(change.ticket),
         actor=actor_of(change.actor),
         eligible_for_worker=eligible,
         blocked_reason="await_ci" if to_state == "ci" else None,

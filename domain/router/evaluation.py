@@ -11,6 +11,8 @@ from domain.router.gates import GATES, GateInput, Policy
 from domain.router.rules import first_match
 
 WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED = "would_dispatch", "blocked", "no_action", "rejected"
+# Every outcome a decision records: what live mode would do with a valid envelope, or `rejected`.
+OUTCOMES = (WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED)
 # The gates in their order, each as (the name its decisions record, its check).
 _CHECKS = tuple((gate.name, gate.check) for gate in GATES)
 

@@ -12,7 +12,7 @@ from typing import Any
 from domain.clock import Clock, iso
 from domain.config import Config
 from domain.ops import runs
-from domain.router.senders.payloads import build
+from domain.router.senders.payloads import build, ticket_subject
 from domain.router.shadow import ShadowRouter
 from storage import decisions
 from storage.db import transaction
@@ -25,11 +25,6 @@ POLLER_ACTOR = {"kind": "system", "id": "svc:poller"}
 
 def dispatch_request(ticket: Ticket, *, at: datetime, tick: datetime) -> dict[str, Any]:
     """One envelope per ticket per poller tick: the tick's time is in the id, so a repeated tick is one event."""
-    subject: dict[str, Any] = {"type": "ticket", "id": ticket.key}
-    if ticket.initiative_id:
-        subject["initiative_id"] = ticket.initiative_id
-    if ticket.tracker_issue_id:
-        subject["tracker_issue_id"] = ticket.tracker_issue_id
     return build(
         event_id=f"poller:{ticket.key}:{tick.strftime('%Y%m%dT%H%M%SZ')}",
         occurred_at=iso(at),
@@ -37,7 +32,7 @@ def dispatch_request(ticket: Ticket, *, at: datetime, tick: datetime) -> dict[st
         kind="dispatch_requested",
         from_state=None,
         to_state="queued",
-        subject=subject,
+        subject=ticket_subject(ticket),
         actor=dict(POLLER_ACTOR),
         eligible_for_worker=True,
         suggested_role="coder",

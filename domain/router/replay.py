@@ -24,7 +24,7 @@ import orjson
 from contracts import conforms
 from contracts.envelope import ENVELOPE, envelope_violations
 from domain.router.board_view import RecordingBoardView, SnapshotBoardView
-from domain.router.evaluation import REJECTED, WOULD_DISPATCH, evaluate
+from domain.router.evaluation import BLOCKED, NO_ACTION, REJECTED, WOULD_DISPATCH, evaluate
 from domain.router.gates import Policy
 
 RECENT_IDS = 10_000
@@ -38,7 +38,7 @@ class ReplaySummary:
     duplicates: int = 0
 
     def text(self) -> str:
-        parts = ", ".join(f"{name} {self.outcomes.get(name, 0)}" for name in ("would_dispatch", "blocked", "no_action"))
+        parts = ", ".join(f"{name} {self.outcomes.get(name, 0)}" for name in (WOULD_DISPATCH, BLOCKED, NO_ACTION))
         roles = ", ".join(f"{role} {n}" for role, n in sorted(self.roles.items())) or "none"
         return (
             f"replayed {self.lines} line(s): {parts}, rejected {self.outcomes.get(REJECTED, 0)}, "

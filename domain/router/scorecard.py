@@ -28,6 +28,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from domain import units
+from domain.board import SlotClaimed
+from domain.router.evaluation import BLOCKED, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
 from storage import scorecard as rows
 
@@ -37,7 +39,7 @@ SHORTEST_WINDOW = timedelta(minutes=1)
 LONGEST_WINDOW = timedelta(days=30)
 WINDOW_SECONDS = (int(SHORTEST_WINDOW.total_seconds()), int(LONGEST_WINDOW.total_seconds()))
 ROLES = ("coder", "fixer")
-JUDGED_OUTCOMES = ("would_dispatch", "blocked")
+JUDGED_OUTCOMES = (WOULD_DISPATCH, BLOCKED)
 # The kinds of event that say the team took up a role's work on a ticket.
 TAKES_UP: dict[str, tuple[str, ...]] = {
     "opened": ("coder",),
@@ -76,6 +78,11 @@ def record_signal(subject_id: str, roles: Iterable[str], *, at: datetime) -> Non
         rows.take_up(subject_id, role, at=at, not_before=at - LONGEST_WINDOW)
 
 
+def slot_claimed(claim: SlotClaimed) -> None:
+    """Claim listener (`Board`): a ticket that claims a slot has had a coder's work taken up by the team."""
+    record_signal(claim.ticket_key, ("coder",), at=claim.at)
+
+
 def roles_taken_up_by(envelope: dict[str, Any]) -> tuple[str, ...]:
     """The roles whose work an accepted event says the team took up (none unless it is about a ticket)."""
     if envelope["subject"]["type"] != "ticket":
@@ -88,15 +95,15 @@ def roles_taken_up_by(envelope: dict[str, Any]) -> tuple[str, ...]:
 
 def classify(outcome: str, evaluated_at: datetime, taken_up_at: datetime | None, *, window: timedelta, now: datetime):
     if taken_up_at is not None and taken_up_at - evaluated_at <= window:
-        return CONFIRMED if outcome == "would_dispatch" else OVERRIDDEN
+        return CONFIRMED if outcome == WOULD_DISPATCH else OVERRIDDEN
     if evaluated_at + window <= now:
-        return NOT_TAKEN_UP if outcome == "would_dispatch" else HELD
+        return NOT_TAKEN_UP if outcome == WOULD_DISPATCH else HELD
     return PENDING
 
 
 def _keys(role: str, outcome: str, failed_gates: str, cls: str) -> list[str]:
     keys = [f"rule:{role}:{cls}"]
-    if outcome == "blocked" and failed_gates:
+    if outcome == BLOCKED and failed_gates:
         keys.extend(f"gate:{gate}:{cls}" for gate in failed_gates.split(","))
     return keys
 
@@ -225,8 +232,18 @@ def _count_days(days: list[date], *, window: timedelta, now: datetime) -> dict[s
     return counted
 
 
+# The most decision ids `decisions_behind` gives (newest first).
+BEHIND_LIMIT = 200
+
+
 def decisions_behind(
-    key: str, *, now: datetime, since: datetime | None, until: datetime | None, window: timedelta, limit: int = 200
+    key: str,
+    *,
+    now: datetime,
+    since: datetime | None,
+    until: datetime | None,
+    window: timedelta,
+    limit: int = BEHIND_LIMIT,
 ) -> list[int]:
     """The ids of the decisions (newest first, at most `limit`) behind one number of the scorecard, e.g.
     `rule:coder:confirmed` or `gate:fleet:overridden`."""

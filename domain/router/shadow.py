@@ -7,18 +7,20 @@ the live board and record one decision. Nothing is ever dispatched.
 
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from contracts.envelope import envelope_violations
+from contracts.envelope import ID_MAX_LENGTH, KINDS, SOURCES, SUBJECT_ID_MAX_LENGTH, envelope_violations
 from domain import units
 from domain.clock import Clock
 from domain.config import Config
 from domain.router import deliveries, scorecard
 from domain.router.backtest import Report, backtest
 from domain.router.board_view import LiveBoardView, RecordingBoardView, TicketState
+from domain.router.evaluation import OUTCOMES as OUTCOMES  # declared there; the router's readers take it here
 from domain.router.evaluation import REJECTED, evaluate
 from domain.router.gates import Policy
 from domain.router.senders.payloads import Unmappable
@@ -30,32 +32,22 @@ from storage.models import RouterDecision, Ticket
 log = logging.getLogger("svc.router")
 
 MODE = "shadow"
-ACCEPTED, DUPLICATE, INVALID = 202, 200, 422
-SOURCES = ("tracker", "forge", "ci", "svc", "poller")
-KINDS = (
-    "state_changed",
-    "needs_you",
-    "cleared",
-    "stuck",
-    "dispatch_requested",
-    "opened",
-    "synchronized",
-    "ready_for_review",
-    "merged",
-    "closed",
-    "pipeline_started",
-    "pipeline_passed",
-    "pipeline_failed",
-    "pipeline_skipped",
-)
-OUTCOMES = ("would_dispatch", "blocked", "no_action", "rejected")
+
+
+class Intake(enum.Enum):
+    """What became of one envelope: accepted now, a duplicate of an event accepted before (its decision is the
+    earlier one), or rejected for its violations (recorded as a `rejected` decision, which holds them)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
 
 
 @dataclass(frozen=True)
 class Receipt:
-    """What became of one envelope: 202 accepted now, 200 accepted before, 422 rejected (and recorded)."""
+    """What became of one envelope, the event id it goes by, and its decision."""
 
-    status: int
+    intake: Intake
     event_id: str | None
     decision: RouterDecision
 
@@ -118,12 +110,12 @@ class ShadowRouter:
         found = envelope_violations(document)
         if found:
             row = decisions.record(
-                event_id=_text(document, ("id",), 200),
+                event_id=_text(document, ("id",), ID_MAX_LENGTH),
                 evaluated_at=now,
                 mode=MODE,
                 source=_choice(document, ("source",), SOURCES),
                 kind=_choice(document, ("transition", "kind"), KINDS),
-                subject_id=_text(document, ("subject", "id"), 128),
+                subject_id=_text(document, ("subject", "id"), SUBJECT_ID_MAX_LENGTH),
                 outcome=REJECTED,
                 role=None,
                 gates=[],
@@ -131,13 +123,13 @@ class ShadowRouter:
                 errors=[v.as_dict() for v in found],
             )
             log.info("event rejected", extra={"decision_id": row.id, "violations": len(found)})
-            return Receipt(INVALID, row.event_id, row)
+            return Receipt(Intake.REJECTED, row.event_id, row)
         event_id = document["id"]
         same_event = same_event or event_id
         earlier = decisions.accepted(same_event)
         if earlier is not None:
             # The event's own id, as first recorded: a replay under another delivery id answers with it.
-            return Receipt(DUPLICATE, earlier.event_id, earlier)
+            return Receipt(Intake.DUPLICATE, earlier.event_id, earlier)
         taken_up = scorecard.roles_taken_up_by(document)
         if taken_up:
             scorecard.record_signal(document["subject"]["id"], taken_up, at=now)
@@ -168,7 +160,7 @@ class ShadowRouter:
         )
         # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
         decisions.accept(same_event, row, at=now, alias=event_id)
-        return Receipt(ACCEPTED, event_id, row)
+        return Receipt(Intake.ACCEPTED, event_id, row)
 
     # -- reading -----------------------------------------------------------------------------------------
 

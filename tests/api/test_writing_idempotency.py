@@ -1,7 +1,8 @@
 """Idempotency-Key on notify: a retried report counts once; keys are kept at least a day."""
 
 from storage import outbox
-from storage.db import connection
+from storage.db import connection, transaction
+from storage.models import IdempotencyRecord
 
 NOTIFY = "/api/v1/agents/writing/notify"
 BODY = {"status": "BACKFILL_READY", "missing": 2, "items": [{"date": "2026-11-19"}]}
@@ -26,8 +27,37 @@ def test_a_repeated_key_returns_the_first_answer_and_records_nothing_new(api, cl
 
     assert again.status_code == 200
     assert again.json == first.json
+    assert again.content == first.content  # the very same bytes
     assert again.headers.get("idempotent-replayed") == "true"
     assert "idempotent-replayed" not in first.headers
+    assert counts(api) == (1, 1, 1)
+
+
+def test_a_repeat_shows_the_ticket_as_the_first_answer_did_though_it_moved_since(api, clock):
+    first = notify(api, BODY, "ci-run-1")
+    clock.advance(minutes=5)
+    moved = notify(api, {"status": "SUCCESS", "items": [{"slug": "a", "url": "https://x.example/a"}]}, "ci-run-2")
+    assert moved.json["ticket"]["stage"] == "done"
+
+    again = notify(api, BODY, "ci-run-1")
+
+    assert again.content == first.content
+    assert again.json["ticket"]["stage"] == "execute" and again.json["ticket"]["link"] is None
+    assert api.get("/api/v1/tickets/WRITING-DAILY").json["stage"] == "done"
+    assert counts(api) == (2, 2, 2)
+
+
+def test_an_answer_kept_by_the_release_before_is_replayed_as_it_was(api, clock):
+    """The release before kept the rendered body itself; a retry across an upgrade gets it back."""
+    first = notify(api, BODY, "before-the-upgrade")
+    with connection(), transaction():
+        IdempotencyRecord.update(response=first.json).where(IdempotencyRecord.key == "before-the-upgrade").execute()
+    clock.advance(minutes=3)
+
+    again = notify(api, BODY, "before-the-upgrade")
+
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert again.json == first.json
     assert counts(api) == (1, 1, 1)
 
 

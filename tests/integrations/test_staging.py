@@ -80,10 +80,3 @@ def test_unset_is_skipped_and_says_so():
     result = staging.check(None, now=now())
     assert result.ok and result.skipped
     assert "SVC_STAGING_URL is not set" in result.detail
-
-
-def test_a_result_survives_being_stored():
-    with_expiry = staging.StagingResult(
-        now(), "https://s.example", False, False, "answered 503", 503, now() + timedelta(days=3), 3.0
-    )
-    assert staging.StagingResult.from_dict(with_expiry.as_dict()) == with_expiry

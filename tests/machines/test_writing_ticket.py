@@ -35,13 +35,13 @@ def test_the_table_covers_every_stage_and_every_report_as_the_seed_says():
         if move.event is None:
             continue
         ticket = Model("cancelled", "ci")
-        writing.apply_report(ticket, "FAIL_QA" if status == "FAIL_*" else status)
+        writing.apply_report(ticket, writing.notify_move("FAIL_QA" if status == "FAIL_*" else status))
         assert (ticket.stage, ticket.waiting_on) == (move.stage, move.waiting_on)
 
 
 def test_automation_disabled_moves_nothing_and_an_unknown_stage_is_refused():
     ticket = Model("ship", "ci")
-    assert writing.apply_report(ticket, "AUTOMATION_DISABLED") == ("ship", "ship")
+    assert writing.apply_report(ticket, writing.notify_move("AUTOMATION_DISABLED")) == ("ship", "ship")
     assert (ticket.stage, ticket.waiting_on) == ("ship", "ci")
     with pytest.raises(TransitionForbidden):
-        writing.apply_report(Model("limbo", None), "SUCCESS")
+        writing.apply_report(Model("limbo", None), writing.notify_move("SUCCESS"))

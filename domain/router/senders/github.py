@@ -27,16 +27,18 @@ from typing import Any
 
 from domain.idempotency import request_hash
 from domain.router.senders.payloads import (
+    ChangeRequest,
     Delivery,
     Identity,
     KnownKeys,
     PayloadError,
+    Pipeline,
+    Transition,
     Unmappable,
-    change_request_event,
     event_id,
+    forge_event,
     maybe,
     need,
-    pipeline_event,
     usable_delivery_id,
     utc_timestamp,
 )
@@ -133,20 +135,9 @@ def pull_request(event_id: str, payload: dict[str, Any], known: KnownKeys) -> di
         occurred = maybe(pr, "merged_at") or maybe(pr, "closed_at") or need(payload, "pull_request", "updated_at")
     else:
         raise Unmappable(f"pull_request action {action} is not routed")
-    return change_request_event(
-        event_id=event_id,
-        occurred_at=utc_timestamp(occurred, path="/pull_request/updated_at"),
-        kind=kind,
-        from_state=from_state,
-        to_state=to_state,
-        repo=repo,
-        fallback_id=f"{repo}#{number}",
-        number=number,
-        branch=branch,
-        title=title,
-        actor=actor_of(maybe(payload, "sender")),
-        known=known,
-    )
+    what = Transition(kind, from_state, to_state, utc_timestamp(occurred, path="/pull_request/updated_at"))
+    about = ChangeRequest(repo, number, branch, title, name=f"{repo}#{number}")
+    return forge_event(event_id, what, about, actor=actor_of(maybe(payload, "sender")), known=known)
 
 
 def workflow_run(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[str, Any]:
@@ -172,17 +163,6 @@ def workflow_run(event_id: str, payload: dict[str, Any], known: KnownKeys) -> di
         kind = "pipeline_started"
         from_state, status = _UNDECIDED[action]
     occurred = maybe(run, "updated_at") or need(payload, "workflow_run", "created_at")
-    return pipeline_event(
-        event_id=event_id,
-        occurred_at=utc_timestamp(occurred, path="/workflow_run/updated_at"),
-        kind=kind,
-        from_state=from_state,
-        status=status,
-        repo=repo,
-        pipeline_id=run_id,
-        pr_number=pr_number,
-        branch=branch,
-        title=title,
-        actor=dict(CI_ACTOR),
-        known=known,
-    )
+    what = Transition(kind, from_state, status, utc_timestamp(occurred, path="/workflow_run/updated_at"))
+    about = Pipeline(repo, run_id, pr_number, branch, title)
+    return forge_event(event_id, what, about, actor=dict(CI_ACTOR), known=known)

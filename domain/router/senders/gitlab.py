@@ -29,16 +29,18 @@ from typing import Any
 
 from domain.idempotency import request_hash
 from domain.router.senders.payloads import (
+    ChangeRequest,
     Delivery,
     Identity,
     KnownKeys,
     PayloadError,
+    Pipeline,
+    Transition,
     Unmappable,
-    change_request_event,
     event_id,
+    forge_event,
     maybe,
     need,
-    pipeline_event,
     usable_delivery_id,
     utc_timestamp,
 )
@@ -125,22 +127,10 @@ def merge_request(event_id: str, payload: dict[str, Any], known: KnownKeys) -> d
         kind, from_state, to_state = "closed", "open", "closed"
     else:
         raise Unmappable(f"merge_request action {action or '(none)'} is not routed")
-    return change_request_event(
-        event_id=event_id,
-        occurred_at=utc_timestamp(
-            maybe(attrs, "updated_at") or maybe(attrs, "created_at"), path="/object_attributes/updated_at"
-        ),
-        kind=kind,
-        from_state=from_state,
-        to_state=to_state,
-        repo=repo,
-        fallback_id=f"{repo}!{iid}",
-        number=iid,
-        branch=branch,
-        title=title,
-        actor=actor_of(maybe(payload, "user")),
-        known=known,
-    )
+    occurred = maybe(attrs, "updated_at") or maybe(attrs, "created_at")
+    what = Transition(kind, from_state, to_state, utc_timestamp(occurred, path="/object_attributes/updated_at"))
+    about = ChangeRequest(repo, iid, branch, title, name=f"{repo}!{iid}")
+    return forge_event(event_id, what, about, actor=actor_of(maybe(payload, "user")), known=known)
 
 
 def pipeline(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[str, Any]:
@@ -158,17 +148,6 @@ def pipeline(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[s
     iid = maybe(mr, "iid")
     iid = iid if isinstance(iid, int) and not isinstance(iid, bool) and iid > 0 else None
     occurred = maybe(attrs, "finished_at") or maybe(attrs, "created_at")
-    return pipeline_event(
-        event_id=event_id,
-        occurred_at=utc_timestamp(occurred, path="/object_attributes/created_at"),
-        kind=kind,
-        from_state=from_state,
-        status=to_state,
-        repo=repo,
-        pipeline_id=pipeline_id,
-        pr_number=iid,
-        branch=branch,
-        title=title,
-        actor=dict(CI_ACTOR),
-        known=known,
-    )
+    what = Transition(kind, from_state, to_state, utc_timestamp(occurred, path="/object_attributes/created_at"))
+    about = Pipeline(repo, pipeline_id, iid, branch, title)
+    return forge_event(event_id, what, about, actor=dict(CI_ACTOR), known=known)

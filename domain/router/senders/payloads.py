@@ -8,11 +8,12 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from contracts import ContractViolation, Violation
 from contracts.envelope import ENVELOPE_VERSION
 from domain.clock import iso
+from storage.models import Ticket
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,16 @@ def build(
     return envelope
 
 
+def ticket_subject(ticket: Ticket) -> dict[str, Any]:
+    """A board ticket as an envelope's subject: its key, and its initiative and tracker issue when it has them."""
+    subject: dict[str, Any] = {"type": "ticket", "id": ticket.key}
+    if ticket.initiative_id:
+        subject["initiative_id"] = ticket.initiative_id
+    if ticket.tracker_issue_id:
+        subject["tracker_issue_id"] = ticket.tracker_issue_id
+    return subject
+
+
 def repo_subject(key: str | None, *, repo: str | None, fallback_type: str, fallback_id: str) -> dict[str, Any]:
     """The ticket the forge object names, else the forge object itself (which no gate lets through)."""
     subject: dict[str, Any] = {"type": "ticket", "id": key} if key else {"type": fallback_type, "id": fallback_id}
@@ -218,78 +229,77 @@ def repo_subject(key: str | None, *, repo: str | None, fallback_type: str, fallb
 
 
 # Kinds after which the head's pipeline has not passed yet: the router waits for `pipeline_passed`.
-_AWAITS_CI = frozenset({"opened", "synchronized", "ready_for_review"})
+_AWAITS_CI = frozenset({"opened", "synchronized", "ready_for_review", "pipeline_started"})
 
 
-def change_request_event(
-    *,
-    event_id: str,
-    occurred_at: str,
-    kind: str,
-    from_state: str | None,
-    to_state: str | None,
-    repo: str,
-    fallback_id: str,
-    number: int,
-    branch: str,
-    title: str | None,
-    actor: dict[str, Any],
-    known: KnownKeys,
+@dataclass(frozen=True)
+class Transition:
+    """What happened, as an envelope says it: the kind, from and to, and when (in the contract's form)."""
+
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    occurred_at: str
+
+
+@dataclass(frozen=True)
+class ChangeRequest:
+    """A GitHub pull request or a GitLab merge request; `name` is how the forge writes it (`acme/app#12`,
+    `acme/app!12`), the subject when no ticket key is found in its branch or title."""
+
+    source: ClassVar[str] = "forge"
+    subject_type: ClassVar[str] = "pull_request"
+
+    repo: str
+    number: int
+    branch: str
+    title: str | None
+    name: str
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A GitHub workflow run or a GitLab pipeline, with the change request it runs for (`number`) when it says."""
+
+    source: ClassVar[str] = "ci"
+    subject_type: ClassVar[str] = "pipeline"
+
+    repo: str
+    pipeline_id: int
+    number: int | None
+    branch: str | None
+    title: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.repo}:{self.pipeline_id}"
+
+
+def forge_event(
+    event_id: str, what: Transition, about: ChangeRequest | Pipeline, *, actor: dict[str, Any], known: KnownKeys
 ) -> dict[str, Any]:
-    """The envelope of a GitHub pull request or GitLab merge request event (source `forge`)."""
+    """The envelope of a forge event, GitHub's or GitLab's: about a change request (source `forge`) or a pipeline
+    (source `ci`, whose status is the transition's `to`; a failure asks for the fixer)."""
+    failed = what.kind == "pipeline_failed"
+    forge: dict[str, Any] = {"pr_number": about.number, "branch": about.branch}
+    if isinstance(about, Pipeline):
+        forge.update(pipeline_id=about.pipeline_id, pipeline_status=what.to_state)
     return build(
         event_id=event_id,
-        occurred_at=occurred_at,
-        source="forge",
-        kind=kind,
-        from_state=from_state,
-        to_state=to_state,
+        occurred_at=what.occurred_at,
+        source=about.source,
+        kind=what.kind,
+        from_state=what.from_state,
+        to_state=what.to_state,
         subject=repo_subject(
-            ticket_key_in(branch=branch, title=title, known=known),
-            repo=repo,
-            fallback_type="pull_request",
-            fallback_id=fallback_id,
-        ),
-        actor=actor,
-        eligible_for_worker=False,
-        blocked_reason="await_ci" if kind in _AWAITS_CI else None,
-        forge={"pr_number": number, "branch": branch},
-    )
-
-
-def pipeline_event(
-    *,
-    event_id: str,
-    occurred_at: str,
-    kind: str,
-    from_state: str | None,
-    status: str,
-    repo: str,
-    pipeline_id: int,
-    pr_number: int | None,
-    branch: str | None,
-    title: str | None,
-    actor: dict[str, Any],
-    known: KnownKeys,
-) -> dict[str, Any]:
-    """The envelope of a GitHub workflow run or GitLab pipeline event (source `ci`); a failure asks for the fixer."""
-    failed = kind == "pipeline_failed"
-    return build(
-        event_id=event_id,
-        occurred_at=occurred_at,
-        source="ci",
-        kind=kind,
-        from_state=from_state,
-        to_state=status,
-        subject=repo_subject(
-            ticket_key_in(branch=branch, title=title, known=known),
-            repo=repo,
-            fallback_type="pipeline",
-            fallback_id=f"{repo}:{pipeline_id}",
+            ticket_key_in(branch=about.branch, title=about.title, known=known),
+            repo=about.repo,
+            fallback_type=about.subject_type,
+            fallback_id=about.name,
         ),
         actor=actor,
         eligible_for_worker=failed,
-        blocked_reason="await_ci" if kind == "pipeline_started" else None,
+        blocked_reason="await_ci" if what.kind in _AWAITS_CI else None,
         suggested_role="fixer" if failed else None,
-        forge={"pr_number": pr_number, "branch": branch, "pipeline_id": pipeline_id, "pipeline_status": status},
+        forge=forge,
     )

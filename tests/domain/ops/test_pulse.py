@@ -5,7 +5,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from domain.ops.agents import OpsAgents
+from domain.ops.pulse import staging_from_record, staging_record
 from domain.ops.runs import Trigger
+from integrations.staging import StagingResult
 from jobs import assembly
 from jobs.process import JobsProcess
 from storage import outbox
@@ -249,3 +251,10 @@ def test_while_writing_automation_is_off_the_writing_ticket_is_not_counted_stuck
     assert api.post("/api/v1/agents/writing/automation", json={"enabled": True}).status_code == 200
     detail, counted = stuck_now()
     assert counted == 2 and "WRITING-DAILY (execute for 2 d)" in detail
+
+
+def test_a_staging_check_survives_being_kept():
+    checked = datetime(2026, 11, 20, 8, 0, 0, 123456, tzinfo=UTC)
+    result = StagingResult(checked, "https://s.example", False, False, "answered 503", 503, checked + timedelta(3), 3.0)
+    assert staging_from_record(staging_record(result)) == result
+    assert staging_record(result)["certificate_expires_at"] == "2026-11-23T08:00:00.123456Z"

@@ -198,6 +198,7 @@ def test_svc_backtest_fails_ci_when_more_than_max_flips_flip(history, config, ca
     [
         (["--since", "yesterday"], "--since: expected an ISO 8601 time"),
         (["--until", "2026-11-01T00:00:00"], "--until: give the zone too"),
+        (["--since", "0001-01-01T00:00:00+00:05"], "--since: out of range"),
         (["--retry-budget", "-1"], "--retry-budget: expected a whole number"),
         (["--fleet-size", "0"], "--fleet-size: expected a whole number, 1 or more"),
         (["--max-flips", "some"], "--max-flips: expected a whole number"),
