@@ -2,7 +2,7 @@ import stat
 
 import pytest
 
-from domain.config import Config, ConfigError
+from domain.config import Config, ConfigError, read_credentials_file
 
 
 def test_defaults_match_the_readme():
@@ -86,6 +86,19 @@ def test_first_start_generates_private_credentials_and_later_starts_reuse_them(t
     assert (second.ci_webhook_secret, second.basic_auth) == (first.ci_webhook_secret, first.basic_auth)
     # A later start says where they are too (its first start's output is long gone).
     assert capsys.readouterr().out == f"svc: credentials from {path}; read them with: cat {path}\n"
+
+
+def test_processes_starting_at_once_agree_on_the_credentials_they_generate(tmp_path):
+    """`svc serve` and `svc jobs` started side by side on a fresh data directory: the second to get there reads what
+    the first generated, so both use the secrets the file holds (the lock is per open file, so threads show it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        configs = list(pool.map(lambda _: Config(data_dir=tmp_path).with_generated_credentials(), range(8)))
+    stored = read_credentials_file(tmp_path / "credentials.env")
+    assert {c.ci_webhook_secret for c in configs} == {stored["SVC_CI_WEBHOOK_SECRET"]}
+    assert {c.basic_auth for c in configs} == {stored["SVC_BASIC_AUTH"]}
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_a_fresh_install_generates_a_credential_of_its_own_for_each_webhook_sender(tmp_path):
