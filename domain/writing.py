@@ -99,7 +99,7 @@ class WritingAgent:
         items = body.get("items") or []
         move = writing_machine.notify_move(status)
         now = self.clock()
-        row, created = self._writing_ticket(now, to_swap=move.event is not None)
+        row, created = self._writing_ticket(now)
         before_stage, before_waiting = row.stage, row.waiting_on
 
         extra_changes: dict[str, Any] = {}
@@ -188,10 +188,9 @@ class WritingAgent:
             return url, "item url (SVC_SITE_URL is unset)"
         return None, "SVC_SITE_URL is unset and the item has no absolute url"
 
-    def _writing_ticket(self, now: datetime, *, to_swap: bool = False) -> tuple[Ticket, bool]:
-        """`WRITING-DAILY`, locked for this transaction (or, `to_swap`, as this process last swapped it: the swap
-        checks it); created (with its initiative) on first use."""
-        row = tickets.get_to_swap(WRITING_TICKET_KEY) if to_swap else tickets.get(WRITING_TICKET_KEY, for_update=True)
+    def _writing_ticket(self, now: datetime) -> tuple[Ticket, bool]:
+        """`WRITING-DAILY`, locked for this transaction; created (with its initiative) on first use."""
+        row = tickets.get(WRITING_TICKET_KEY, for_update=True)
         if row is not None:
             return row, False
         initiatives.insert_if_missing(

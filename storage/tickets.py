@@ -10,7 +10,6 @@ from typing import Any
 from peewee import fn
 
 from storage import statements
-from storage.db import db
 from storage.models import StageCount, Ticket
 from storage.paging import decode_cursor, page_of
 
@@ -18,35 +17,6 @@ from storage.paging import decode_cursor, page_of
 def get(key: str, *, for_update: bool = False) -> Ticket | None:
     """The ticket, locked for the rest of the transaction on PostgreSQL when `for_update`."""
     return statements.select_one(Ticket, {"key": key}, for_update=for_update)
-
-
-# The rows this process last read with `get_to_swap` and then swapped, by key (for the database they came from).
-_swapped: dict[str, dict[str, Any]] = {}
-_swapped_in: list[object] = [None]
-
-
-def _known() -> dict[str, dict[str, Any]]:
-    if _swapped_in[0] is not db.obj:  # another database (a test's, a rebind): nothing known of it
-        _swapped.clear()
-        _swapped_in[0] = db.obj
-    return _swapped
-
-
-def get_to_swap(key: str) -> Ticket | None:
-    """The ticket, for a unit of work that reads it only to `compare_and_swap` it (the writing ticket, on every
-    notify): as this process last swapped it, without a read, when it did; else read and locked like
-    `get(key, for_update=True)`.
-
-    The swap checks that the row still has the stage and version it was known with, so a row another process (or
-    a rolled-back transaction) changed since fails it: the swap forgets the row, and the unit's retry reads it.
-    """
-    data = _known().get(key)
-    if data is not None:
-        return statements.instance(Ticket, dict(data))
-    row = get(key, for_update=True)
-    if row is not None:
-        _swapped[key] = dict(row.__data__)
-    return row
 
 
 def exists(key: str) -> bool:
@@ -118,16 +88,12 @@ def compare_and_swap(
     writes["version"] = new_version
     updated = statements.update(Ticket, writes, where)
     if updated != 1:
-        _known().pop(ticket.key, None)
         return False
     if changes.get("stage", expected_stage) != expected_stage:
         _move_count(expected_stage, changes["stage"])
     for name, value in changes.items():
         setattr(ticket, name, value)
     ticket.version = new_version
-    known = _known()
-    if ticket.key in known:
-        known[ticket.key] = dict(ticket.__data__)
     return True
 
 
