@@ -17,6 +17,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -341,8 +342,16 @@ def _growth_figures(servers: dict[int, tuple], rounds: int = 300) -> dict:
 
 
 def reset_postgres(url: str) -> None:
+    """An empty database at `url`: its tables dropped, or the database created (from the server's `postgres`
+    database) when there is none by that name yet."""
     import psycopg
+    from psycopg import sql
 
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
         if tables:
