@@ -69,10 +69,8 @@ def compare_and_swap(
     it touched no row (another writer got there first: the caller's transaction is retried from a fresh read). On
     success the in-memory `ticket` carries the changes and the new version.
 
-    `read` holds columns as this transaction read the row, before the caller changed them in memory; a change that
-    leaves one as it was there is not written (so SQLite leaves the indexes on it alone: a notify that does not move
-    the writing ticket rewrites none of the four on its stage and Needs-you). The row is at the version it was read
-    at, or the swap touches nothing, so it holds what was read.
+    `read` holds columns as this transaction read them; a change that leaves one so is not written (SQLite then leaves
+    its indexes alone). That is right by construction: the swap touches the row only at the version it was read at.
     """
     new_version = expected_version + 1
     writes = {name: value for name, value in changes.items() if read is None or name not in read or read[name] != value}
