@@ -2,7 +2,7 @@
 other load does not disturb.
 
     python bench/instructions.py [bare|floor|ceiling-notify|ceiling-events|notify|events ...] [--requests N]
-        [--warmup N] [--keep DIR]
+        [--warmup N] [--keep DIR] [--database URL]
 
 Each server (`svc serve` with its defaults, the floor app, the ceiling app or the bare app) starts under
 callgrind, one dump per thread; one client
@@ -12,7 +12,9 @@ writer included, user space only (the kernel's side of the fsync and the sockets
 at a time means one unit per commit: a batch's shared costs are counted whole for each request, for the floor
 as for the service. Besides the total, each figure is split by thread: waitress's event loop (the main thread),
 the request threads (waitress's tasks and the app), and the writer (the thread that spends the most in SQLite),
-with what the writer spent inside SQLite's own library.
+with what the writer spent inside SQLite's own library. `--database` runs the service (notify, events) on that
+PostgreSQL database instead (its tables are dropped!): the figure is then the service's own side, psycopg and libpq
+included, without the server's.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ TARGETS = {
 }
 
 
-def start(which: str, work: Path, out: Path) -> tuple[subprocess.Popen, str]:
+def start(which: str, work: Path, out: Path, database: str | None = None) -> tuple[subprocess.Popen, str]:
     port = harness.free_port()
     base = f"http://127.0.0.1:{port}"
     grind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no", "--separate-threads=yes"]
@@ -61,7 +63,9 @@ def start(which: str, work: Path, out: Path) -> tuple[subprocess.Popen, str]:
         args += [str(work / "ceiling.sqlite3"), str(work / "ceiling.log"), harness.CI_SECRET]
         env = None
     else:
-        url = f"sqlite:///{work / 'svc.sqlite3'}"
+        url = database or f"sqlite:///{work / 'svc.sqlite3'}"
+        if database:
+            bench.reset_postgres(database)
         seed.open_db(url)
         seed.tickets(1_000)
         args, env = [str(harness.BIN / "svc"), "serve"], harness.service_env(work, port, url)
@@ -85,12 +89,14 @@ def send(base: str, which: str, count: int, offset: int) -> None:
     conn.close()
 
 
-def count(which: str, requests: int, warmup: int, keep: Path | None = None) -> dict[str, float]:
+def count(
+    which: str, requests: int, warmup: int, keep: Path | None = None, database: str | None = None
+) -> dict[str, float]:
     """Instructions per request: in all, and by thread (waitress's event loop, its request threads, the writer)."""
     with tempfile.TemporaryDirectory(prefix="svc-instr-") as tmp:
         work = Path(tmp)
         out = work / "callgrind.out"
-        proc, base = start(which, work, out)
+        proc, base = start(which, work, out, database)
         try:
             send(base, which, warmup, 0)
             subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
@@ -114,7 +120,8 @@ def count(which: str, requests: int, warmup: int, keep: Path | None = None) -> d
         costs = [_thread_cost(text, names) for text in texts]
         loop = costs[0][0]
         # The writer is the thread that spends the most inside SQLite (the request threads hand their units to it).
-        writer = max(costs[1:], key=lambda cost: cost[1]) if which != "bare" else (0, 0)
+        # (On PostgreSQL no thread writes for the others: every request thread runs its own unit.)
+        writer = max(costs[1:], key=lambda cost: cost[1]) if any(cost[1] for cost in costs) else (0, 0)
         total = sum(cost[0] for cost in costs)
         return {
             "total": total / requests,
@@ -150,6 +157,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--keep", type=Path, help="keep each callgrind dump here (callgrind_annotate reads them)")
+    parser.add_argument("--database", help="a postgresql:// URL for notify and events (its tables are dropped!)")
     args = parser.parse_args()
     if not shutil.which("valgrind"):
         print("bench/instructions.py needs valgrind (apt-get install valgrind)", file=sys.stderr)
@@ -157,7 +165,7 @@ def main() -> int:
     figures: dict[str, dict[str, float]] = {}
     print(f"{'':<15} {'instructions/request':>20} {'event loop':>11} {'requests':>11} {'writer':>11} {'in SQLite':>10}")
     for which in args.which:
-        figures[which] = split = count(which, args.requests, args.warmup, args.keep)
+        figures[which] = split = count(which, args.requests, args.warmup, args.keep, args.database)
         said = ""
         if which != "floor" and "floor" in figures:
             said = f"   {figures['floor']['total'] / split['total']:.2f} of the floor"

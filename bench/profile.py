@@ -1,13 +1,15 @@
 """Where a request's time goes: `svc serve` under wrk load, sampled by py-spy, summed by function.
 
     python bench/profile.py [notify|events|floor] [--seconds N] [--gil] [--pin] [--top N] [--raw FILE]
+        [--database URL]
 
 py-spy (`pip install py-spy`) samples the running server from outside; it needs root or `--nonblocking`
 (used here). With `--gil` only the thread holding the GIL is sampled: that is where the CPU of a Python
 server bound by one interpreter goes. Each line is a share of the samples: `inclusive` counts a function
 with everything it called, `self` only its own frames. The server's CPU time per request is printed too.
 `floor` profiles the floor app (`floor_app.py`) the same way, for a side-by-side reading; `--pin` puts the
-server's threads on core 0 and wrk on core 1, as `make bench` measures its headline figures.
+server's threads on core 0 and wrk on core 1, as `make bench` measures its headline figures. `--database` runs
+the service on that PostgreSQL database (its tables are dropped!).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def main() -> int:
     parser.add_argument("--pin", action="store_true", help="server on core 0, wrk on core 1")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--raw", help="also keep py-spy's collapsed stacks in this file")
+    parser.add_argument("--database", help="a postgresql:// URL for the service (its tables are dropped!)")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(spy).exists():
@@ -79,12 +82,14 @@ def main() -> int:
     path, body = TARGETS[args.which]
     with tempfile.TemporaryDirectory(prefix="svc-profile-") as tmp:
         work = Path(tmp)
-        url = f"sqlite:///{work / 'svc.sqlite3'}"
+        url = args.database or f"sqlite:///{work / 'svc.sqlite3'}"
         headers = bench.CI
         if args.which == "floor":
             service, base, _ = harness.start_floor(work)
             headers = {}
         else:
+            if args.database:
+                bench.reset_postgres(args.database)
             seed.open_db(url)
             seed.tickets(10_000)
             service, base = harness.start_service(work, url)

@@ -17,6 +17,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -268,7 +269,7 @@ def growth(work: Path, sizes: list[int], db_override: str | None) -> dict:
             data.mkdir()
             url = database_url(data, db_override)
             if db_override:
-                _reset_postgres(db_override)
+                reset_postgres(db_override)
             started = time.monotonic()
             seed.open_db(url)
             seed.tickets(size)
@@ -340,9 +341,17 @@ def _growth_figures(servers: dict[int, tuple], rounds: int = 300) -> dict:
     }
 
 
-def _reset_postgres(url: str) -> None:
+def reset_postgres(url: str) -> None:
+    """An empty database at `url`: its tables dropped, or the database created (from the server's `postgres`
+    database) when there is none by that name yet."""
     import psycopg
+    from psycopg import sql
 
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
         if tables:
@@ -418,7 +427,7 @@ def backtest(work: Path, replay_result: dict | None, db_override: str | None) ->
         data.mkdir()
         url = database_url(data, db_override)
         if db_override:
-            _reset_postgres(db_override)
+            reset_postgres(db_override)
         seed.open_db(url)
         seed.tickets(100_000)
         seed.decisions(1_000_000, 100_000)
@@ -554,7 +563,7 @@ def memory(work: Path, db_override: str | None) -> dict:
     data.mkdir()
     url = database_url(data, db_override)
     if db_override:
-        _reset_postgres(db_override)
+        reset_postgres(db_override)
     seed.open_db(url)
     seed.tickets(1_000)
     # wrk opens its 16 connections again for every phase, back to back, from one address: the previous phase's may
@@ -623,7 +632,7 @@ def accounts(work: Path, seconds: float, db_override: str | None) -> dict:
     data.mkdir()
     url = database_url(data, db_override)
     if db_override:
-        _reset_postgres(db_override)
+        reset_postgres(db_override)
     seed.open_db(url)
     seed.tickets(1_000)
     person = ("bench-person", "bench-person-password-1")
@@ -723,7 +732,7 @@ def main() -> int:
         work = Path(tmp)
         if "http" in args.which:
             if args.database:
-                _reset_postgres(args.database)
+                reset_postgres(args.database)
             results["http"] = http_limit(work, args.seconds, args.database)
         if "growth" in args.which:
             results["growth"] = growth(work, [int(s) for s in args.sizes.split(",")], args.database)

@@ -406,7 +406,7 @@ def apply_stage_change(
     write the one timeline entry, and queue what leaves the process. Raises `StaleRead` on a lost race.
     """
     before_stage, before_version, before_waiting = row.stage, row.version, row.waiting_on
-    known = dict(row.__data__)  # the row as read, for the swap to write only what changes
+    read = {"stage": row.stage, "needs_you": row.needs_you}  # as read, for the swap to leave alone
     event = step(row)
     now = clock()
     changes: dict[str, Any] = {
@@ -419,7 +419,7 @@ def apply_stage_change(
     if row.stage != before_stage:
         changes["stage_changed_at"] = now
     swapped = tickets.compare_and_swap(
-        row, expected_stage=before_stage, expected_version=before_version, changes=changes, known=known
+        row, expected_stage=before_stage, expected_version=before_version, changes=changes, read=read
     )
     if not swapped:
         raise StaleRead(row.key)

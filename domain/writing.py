@@ -289,9 +289,9 @@ def _kept(report: Report) -> dict[str, Any]:
     """What a key keeps of a report: its rows' values. (An answer kept by the release before, the rendered body,
     reads back the same way: it showed each row's columns under their own names.)"""
     return {
-        "ticket": row_values(report.ticket),
-        "receipt": row_values(report.receipt),
-        "run": row_values(report.run),
+        "ticket": row_values(Ticket, report.ticket),
+        "receipt": row_values(TimelineEntry, report.receipt),
+        "run": row_values(AgentRun, report.run),
         "chat": "queued" if report.chat_queued else "none",
     }
 

@@ -68,10 +68,13 @@ def count_by_outcome() -> dict[str, int]:
 
 def fixer_dispatches_since(subject_id: str, since: datetime) -> int:
     """How often the router would have dispatched a fixer for `subject_id` since `since`."""
-    sql = (
-        f'SELECT COUNT(*) FROM "{RouterDecision._meta.table_name}" WHERE "subject_id" = ? AND "role" = ? '
-        'AND "outcome" = ? AND "evaluated_at" >= ?'
-    )
+
+    def sql(p: str) -> str:
+        return (
+            f'SELECT COUNT(*) FROM "{RouterDecision._meta.table_name}" WHERE "subject_id" = {p} AND "role" = {p} '
+            f'AND "outcome" = {p} AND "evaluated_at" >= {p}'
+        )
+
     params = [subject_id, "fixer", "would_dispatch", RouterDecision.evaluated_at.db_value(since)]
     return statements.scalar(("fixer_dispatches_since",), sql, params) or 0
 
@@ -128,16 +131,19 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
     )
     # Raw column values: the caller parses the JSON it needs (a decision without facts needs none of it).
     columns = ", ".join(f'"{f.column_name}"' for f in fields)
-    conditions = ['"outcome" <> ?', '"id" > ?']
     params: list[Any] = ["rejected"]
-    if since is not None:
-        conditions.append('"evaluated_at" >= ?')
-    if until is not None:
-        conditions.append('"evaluated_at" < ?')
-    sql = (
-        f'SELECT {columns} FROM "{RouterDecision._meta.table_name}" WHERE {" AND ".join(conditions)} '
-        f'ORDER BY "id" LIMIT {int(batch)}'
-    )
+
+    def sql(p: str) -> str:
+        conditions = [f'"outcome" <> {p}', f'"id" > {p}']
+        if since is not None:
+            conditions.append(f'"evaluated_at" >= {p}')
+        if until is not None:
+            conditions.append(f'"evaluated_at" < {p}')
+        return (
+            f'SELECT {columns} FROM "{RouterDecision._meta.table_name}" WHERE {" AND ".join(conditions)} '
+            f'ORDER BY "id" LIMIT {int(batch)}'
+        )
+
     key = ("for_backtest", since is not None, until is not None, batch)
     after = 0
     while True:

@@ -45,8 +45,8 @@ WINDOW = 64
 
 
 def _newest(model, where: str = "") -> tuple[str, str]:
-    """The newest id of an append-only table (of its rows matching `where`, one `?` in it) and how many of the
-    last WINDOW ids are visible."""
+    """The newest id of an append-only table (of its rows matching `where`) and how many of the last WINDOW ids are
+    visible. `where` appears three times in the two."""
     only = f" WHERE {where}" if where else ""
     newest = f'(SELECT MAX("id") FROM {_table(model)}{only})'
     also = f" AND {where}" if where else ""
@@ -86,8 +86,9 @@ PARTS: dict[str, tuple[str, ...]] = {
 def marks(parts: Iterable[str]) -> tuple[Any, ...]:
     """The marks of `parts` (names of `PARTS`), in one statement."""
     names = tuple(parts)
-    sql = "SELECT " + ", ".join(column for name in names for column in PARTS[name])
-    return statements.row(("freshness", names), sql, [])
+    return statements.row(
+        ("freshness", names), lambda p: "SELECT " + ", ".join(column for name in names for column in PARTS[name]), []
+    )
 
 
 def ticket_marks(key: str, parts: Iterable[str] = ()) -> tuple[Any, ...]:
@@ -95,10 +96,12 @@ def ticket_marks(key: str, parts: Iterable[str] = ()) -> tuple[Any, ...]:
     newest decision about it, each the last entry of an index on (ticket, id) and (subject, id) — and those of
     `parts`, in one statement."""
     names = tuple(parts)
-    entries = _newest(TimelineEntry, '"ticket_key" = ?')
-    decisions = _newest(RouterDecision, '"subject_id" = ?')
-    # The ticket's newest entry first: None says there is no such ticket (every ticket has its creation entry).
-    sql = "SELECT " + ", ".join((*entries, *decisions))
-    sql += "".join(", " + column for name in names for column in PARTS[name])
-    # Every placeholder is the ticket's key (the parts have none).
-    return statements.row(("freshness_ticket", names), sql, [key] * sql.count("?"))
+
+    def sql(p: str) -> str:
+        entries = _newest(TimelineEntry, f'"ticket_key" = {p}')
+        decisions = _newest(RouterDecision, f'"subject_id" = {p}')
+        # The ticket's newest entry first: None says there is no such ticket (every ticket has its creation entry).
+        return "SELECT " + ", ".join((*entries, *decisions, *(column for name in names for column in PARTS[name])))
+
+    # Every parameter is the ticket's key: three in each `_newest` (the parts have none).
+    return statements.row(("freshness_ticket", names), sql, [key] * 6)

@@ -4,14 +4,12 @@ an answer shows, kept as their column values."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from peewee import DateTimeField, ForeignKeyField, Model
 
 from storage import statements
 from storage.models import IdempotencyRecord
-
-M = TypeVar("M", bound=Model)
 
 
 def find(scope: str, key: str) -> IdempotencyRecord | None:
@@ -38,23 +36,26 @@ def forget_older_than(cutoff: datetime) -> int:
     return IdempotencyRecord.delete().where(IdempotencyRecord.created_at < cutoff).execute()
 
 
-def row_values(row: Model) -> dict[str, Any]:
-    """`row`'s columns as JSON values, by field name (a foreign key by its id's name, `initiative_id`), a moment
-    as its ISO 8601 text: what an answer keeps of a row it shows."""
+def row_values(model: type[Model], row: Any) -> dict[str, Any]:
+    """`row` (a record of `model`, or an instance of it)'s columns as JSON values, by the name a row is read by (a
+    foreign key by its id's name, `initiative_id`), a moment as its ISO 8601 text: what an answer keeps of a row."""
     values = {}
-    for field in type(row)._meta.sorted_fields:
+    for field in model._meta.sorted_fields:
         name = field.object_id_name if isinstance(field, ForeignKeyField) else field.name
         value = getattr(row, name)
         values[name] = value.isoformat() if isinstance(value, datetime) else value
     return values
 
 
-def row_from(model: type[M], values: dict[str, Any]) -> M:
-    """The row `row_values` kept, as an unsaved `model` instance with the same values (moments aware again)."""
-    moments = {field.name for field in model._meta.sorted_fields if isinstance(field, DateTimeField)}
-    return model(
-        **{
-            name: datetime.fromisoformat(value) if name in moments and isinstance(value, str) else value
-            for name, value in values.items()
-        }
-    )
+def row_from(model: type[Model], values: dict[str, Any]) -> Any:
+    """The row `row_values` kept, as a record of `model` (`statements.record_type`) with the same values, moments
+    aware again; a column the values lack (an answer kept by the release before showed no ticket's `version`) is
+    None."""
+    row = {}
+    for field in model._meta.sorted_fields:
+        name = field.object_id_name if isinstance(field, ForeignKeyField) else field.name
+        value = values.get(name)
+        row[name] = (
+            datetime.fromisoformat(value) if isinstance(field, DateTimeField) and isinstance(value, str) else value
+        )
+    return statements.record_type(model)(**row)

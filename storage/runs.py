@@ -47,4 +47,6 @@ def page(*, agent_id: str | None, limit: int, cursor: str | None = None) -> tupl
 
 def latest(agent_id: str, count: int = 1) -> list[AgentRun]:
     """The agent's newest `count` runs, newest first (the agents strip asks for every agent on every view)."""
-    return statements.rows(AgentRun, ("latest",), 'WHERE "agent_id" = ? ORDER BY "id" DESC LIMIT ?', [agent_id, count])
+    return statements.rows(
+        AgentRun, ("latest",), lambda p: f'WHERE "agent_id" = {p} ORDER BY "id" DESC LIMIT {p}', [agent_id, count]
+    )

@@ -18,8 +18,10 @@ _AT = ScorecardEntry.evaluated_at.db_value
 def enter(*, decision_id: int, subject_id: str, role: str, outcome: str, failed_gates: str, at: datetime) -> None:
     statements.execute(
         ("scorecard_enter",),
-        f'INSERT INTO "{_ENTRY}" ("decision_id", "subject_id", "role", "outcome", "failed_gates", "evaluated_at") '
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        lambda p: (
+            f'INSERT INTO "{_ENTRY}" ("decision_id", "subject_id", "role", "outcome", "failed_gates", '
+            f'"evaluated_at") VALUES ({p}, {p}, {p}, {p}, {p}, {p})'
+        ),
         [decision_id, subject_id, role, outcome, failed_gates, _AT(at)],
     )
 
@@ -29,8 +31,10 @@ def take_up(subject_id: str, role: str, *, at: datetime, not_before: datetime) -
     since `not_before`, keep `at` as when it happened (only the first time counts)."""
     return statements.execute(
         ("scorecard_take_up",),
-        f'UPDATE "{_ENTRY}" SET "taken_up_at" = ? WHERE "subject_id" = ? AND "role" = ? AND "taken_up_at" IS NULL '
-        'AND "evaluated_at" <= ? AND "evaluated_at" >= ?',
+        lambda p: (
+            f'UPDATE "{_ENTRY}" SET "taken_up_at" = {p} WHERE "subject_id" = {p} AND "role" = {p} '
+            f'AND "taken_up_at" IS NULL AND "evaluated_at" <= {p} AND "evaluated_at" >= {p}'
+        ),
         [_AT(at), subject_id, role, _AT(at), _AT(not_before)],
     )
 

@@ -101,16 +101,17 @@ def idle_since(cutoff: datetime, *, limit: int) -> list[Slot]:
 
 def count_claimed_in_stages(stages: list[str], *, excluding_ticket: str | None = None) -> int:
     """Claims held by tickets in `stages` (other than `excluding_ticket`): the router's fleet gate, per event."""
-    marks = ", ".join("?" for _ in stages)
-    sql = (
-        f'SELECT COUNT(*) FROM "{SlotClaim._meta.table_name}" AS c JOIN "{Ticket._meta.table_name}" AS t '
-        f'ON t."key" = c."ticket_key" WHERE t."stage" IN ({marks})'
-    )
-    params = list(stages)
-    if excluding_ticket is not None:
-        sql += ' AND c."ticket_key" <> ?'
-        params.append(excluding_ticket)
-    return statements.scalar(("claimed_in_stages", len(stages), excluding_ticket is not None), sql, params) or 0
+    excluding = excluding_ticket is not None
+
+    def sql(p: str) -> str:
+        return (
+            f'SELECT COUNT(*) FROM "{SlotClaim._meta.table_name}" AS c JOIN "{Ticket._meta.table_name}" AS t '
+            f'ON t."key" = c."ticket_key" WHERE t."stage" IN ({", ".join(p for _ in stages)})'
+            + (f' AND c."ticket_key" <> {p}' if excluding else "")
+        )
+
+    params = [*stages, excluding_ticket] if excluding else list(stages)
+    return statements.scalar(("claimed_in_stages", len(stages), excluding), sql, params) or 0
 
 
 def claiming_tickets() -> set[str]:

@@ -3,14 +3,13 @@ change goes through."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 from peewee import fn
 
 from storage import statements
-from storage.db import db
 from storage.models import StageCount, Ticket
 from storage.paging import decode_cursor, page_of
 
@@ -18,35 +17,6 @@ from storage.paging import decode_cursor, page_of
 def get(key: str, *, for_update: bool = False) -> Ticket | None:
     """The ticket, locked for the rest of the transaction on PostgreSQL when `for_update`."""
     return statements.select_one(Ticket, {"key": key}, for_update=for_update)
-
-
-# The rows this process last read with `get_to_swap` and then swapped, by key (for the database they came from).
-_swapped: dict[str, dict[str, Any]] = {}
-_swapped_in: list[object] = [None]
-
-
-def _known() -> dict[str, dict[str, Any]]:
-    if _swapped_in[0] is not db.obj:  # another database (a test's, a rebind): nothing known of it
-        _swapped.clear()
-        _swapped_in[0] = db.obj
-    return _swapped
-
-
-def get_to_swap(key: str) -> Ticket | None:
-    """The ticket, for a unit of work that reads it only to `compare_and_swap` it (the writing ticket, on every
-    notify): as this process last swapped it, without a read, when it did; else read and locked like
-    `get(key, for_update=True)`.
-
-    The swap checks that the row still has the stage and version it was known with, so a row another process (or
-    a rolled-back transaction) changed since fails it: the swap forgets the row, and the unit's retry reads it.
-    """
-    data = _known().get(key)
-    if data is not None:
-        return statements.instance(Ticket, dict(data))
-    row = get(key, for_update=True)
-    if row is not None:
-        _swapped[key] = dict(row.__data__)
-    return row
 
 
 def exists(key: str) -> bool:
@@ -64,8 +34,10 @@ def _count(stage: str, delta: int) -> None:
     table = StageCount._meta.table_name
     statements.execute(
         ("stage_count",),
-        f'INSERT INTO "{table}" ("stage", "tickets") VALUES (?, ?) '
-        f'ON CONFLICT ("stage") DO UPDATE SET "tickets" = "{table}"."tickets" + excluded."tickets"',
+        lambda p: (
+            f'INSERT INTO "{table}" ("stage", "tickets") VALUES ({p}, {p}) '
+            f'ON CONFLICT ("stage") DO UPDATE SET "tickets" = "{table}"."tickets" + excluded."tickets"'
+        ),
         [stage, delta],
     )
 
@@ -91,43 +63,26 @@ def compare_and_swap(
     expected_stage: str,
     expected_version: int,
     changes: dict[str, Any],
-    known: dict[str, Any] | None = None,
+    read: Mapping[str, Any] | None = None,
 ) -> bool:
-    """Write `changes` only if the row still has the stage and version it was read with.
+    """`UPDATE ticket SET <changes>, version = <version + 1> WHERE key = ? AND stage = ? AND version = ?`: False when
+    it touched no row (another writer got there first: the caller's transaction is retried from a fresh read). On
+    success the in-memory `ticket` carries the changes and the new version.
 
-    Returns False when another writer got there first; the caller's transaction must then be retried
-    from a fresh read. On success the in-memory `ticket` carries the new version.
-
-    `known` is the row as it was read at `expected_version` (by field name; `ticket`'s own values when not
-    given): a change to the value a column already holds is not written but checked, as the stage and version
-    are (SQLite then leaves alone the indexes on what did not change: a notify that leaves the writing ticket
-    where it was rewrites none of the four on its stage and Needs-you). So a `known` that is not what the row
-    holds (a row this process swapped in a transaction that then rolled back, and another process has since
-    taken to the same version) loses the swap like any stale read, and is read again, instead of leaving a
-    column unwritten. A null is always written: it is not compared with `=`.
+    `read` holds columns as this transaction read them; a change that leaves one so is not written (SQLite then leaves
+    its indexes alone). That is right by construction: the swap touches the row only at the version it was read at.
     """
     new_version = expected_version + 1
-    known = ticket.__data__ if known is None else known
-    where = {"key": ticket.key, "stage": expected_stage, "version": expected_version}
-    writes = {}
-    for name, value in changes.items():
-        if value is not None and name in known and known[name] == value:
-            where.setdefault(name, value)  # unchanged: checked, not written
-        else:
-            writes[name] = value
+    writes = {name: value for name, value in changes.items() if read is None or name not in read or read[name] != value}
     writes["version"] = new_version
-    updated = statements.update(Ticket, writes, where)
-    if updated != 1:
-        _known().pop(ticket.key, None)
+    where = {"key": ticket.key, "stage": expected_stage, "version": expected_version}
+    if statements.update(Ticket, writes, where) != 1:
         return False
     if changes.get("stage", expected_stage) != expected_stage:
         _move_count(expected_stage, changes["stage"])
     for name, value in changes.items():
         setattr(ticket, name, value)
     ticket.version = new_version
-    known = _known()
-    if ticket.key in known:
-        known[ticket.key] = dict(ticket.__data__)
     return True
 
 
@@ -165,17 +120,22 @@ def page(
 
 def needs_you_oldest_first(*, limit: int, exclude_keys: tuple[str, ...] = ()) -> list[Ticket]:
     """The Needs-you list as a person reads it: the ticket waiting longest first (an index range, any size)."""
-    tail = f'WHERE "needs_you" = ? {_not_in(exclude_keys)} ORDER BY "stage_changed_at", "key" LIMIT ?'
+
+    def tail(p: str) -> str:
+        return f'WHERE "needs_you" = {p} {_not_in(exclude_keys, p)} ORDER BY "stage_changed_at", "key" LIMIT {p}'
+
     return statements.rows(Ticket, ("needs_you", len(exclude_keys)), tail, [True, *exclude_keys, limit])
 
 
 def count_needs_you(*, exclude_keys: tuple[str, ...] = ()) -> int:
-    sql = f'SELECT COUNT(*) FROM "{Ticket._meta.table_name}" WHERE "needs_you" = ? {_not_in(exclude_keys)}'
+    def sql(p: str) -> str:
+        return f'SELECT COUNT(*) FROM "{Ticket._meta.table_name}" WHERE "needs_you" = {p} {_not_in(exclude_keys, p)}'
+
     return statements.scalar(("count_needs_you", len(exclude_keys)), sql, [True, *exclude_keys]) or 0
 
 
-def _not_in(keys: tuple[str, ...]) -> str:
-    return f'AND "key" NOT IN ({", ".join("?" for _ in keys)})' if keys else ""
+def _not_in(keys: tuple[str, ...], p: str) -> str:
+    return f'AND "key" NOT IN ({", ".join(p for _ in keys)})' if keys else ""
 
 
 def counts_by_initiative(initiative_ids: list[str]) -> dict[str, dict[str, int]]:
@@ -218,10 +178,13 @@ def count_stuck(*, changed_before: datetime, live_stages: tuple[str, ...], exclu
     (one index range per stage: the cost follows how many are stuck, not how many tickets there are), leaving
     out `exclude_keys`."""
     others = [stage for stage in live_stages if stage != "blocked"]
-    sql = (
-        f'SELECT COUNT(*) FROM "{Ticket._meta.table_name}" '
-        f'WHERE "stage" IN ({", ".join("?" for _ in others)}) AND "stage_changed_at" < ? {_not_in(exclude_keys)}'
-    )
+
+    def sql(p: str) -> str:
+        return (
+            f'SELECT COUNT(*) FROM "{Ticket._meta.table_name}" WHERE "stage" IN ({", ".join(p for _ in others)}) '
+            f'AND "stage_changed_at" < {p} {_not_in(exclude_keys, p)}'
+        )
+
     unmoved = statements.scalar(
         ("count_stuck", len(others), len(exclude_keys)),
         sql,

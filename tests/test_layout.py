@@ -294,3 +294,254 @@ def test_a_status_number_is_caught_and_a_size_or_a_sentence_is_not(tmp_path, pla
     module = tmp_path / "planted.py"
     module.write_text(planted)
     assert [int(found.rsplit(": ", 1)[1]) for found in status_numbers(module)] == caught
+# -- no peewee internals ---------------------------------------------------------------------------------------------
+
+# peewee's own double-underscore names (from its source): its instances' row data and relations, the way it builds
+# an instance without defaults, the context that turns driver errors into its own, its SQL hook. None is documented;
+# the project uses what is (`Model._meta`, the query builder, `Database.execute_sql`, `atomic`).
+PEEWEE_INTERNALS = (
+    "__data__",
+    "__rel__",
+    "__no_default__",
+    "__exception_wrapper__",
+    "__sql__",
+    "__bind_database__",
+    "__scope_context__",
+    "__sql_selection__",
+    "__compound_select__",
+    "__composite_key__",
+)
+_INTERNAL = re.compile("|".join(re.escape(name) for name in PEEWEE_INTERNALS))
+
+
+def peewee_internals_in(path: Path) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{number} uses {found.group()}"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        for found in _INTERNAL.finditer(line)
+    ]
+
+
+def files_of_ours() -> list[Path]:
+    """Every Python file of the checkout, the tests, the benchmarks and the scripts included."""
+    skipped = {".venv", "build", "node_modules"}
+    return sorted(
+        path
+        for path in ROOT.rglob("*.py")
+        if not skipped & set(path.relative_to(ROOT).parts) and not path.relative_to(ROOT).parts[0].startswith(".")
+    )
+
+
+def test_the_internals_listed_are_peewee_s_own():
+    import peewee
+
+    source = Path(peewee.__file__).read_text()
+    assert [name for name in PEEWEE_INTERNALS if name not in source] == []
+
+
+def test_no_file_of_ours_uses_peewee_internals():
+    """No double-underscore name of peewee's appears anywhere in our Python, comments included (this file names them
+    to look for them)."""
+    found = [hit for path in files_of_ours() if path != Path(__file__) for hit in peewee_internals_in(path)]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "row.__data__['stage'] = 'done'",
+        "instance = Ticket(__no_default__=True)",
+        "from peewee import __exception_wrapper__",
+        "known = dict(row.__data__)  # the row as read",
+    ],
+)
+def test_a_peewee_internal_is_caught(tmp_path, line):
+    planted = tmp_path / "planted.py"
+    planted.write_text((ROOT / "storage/statements.py").read_text() + f"\n{line}\n")
+    found = peewee_internals_in(planted)
+    assert len(found) == 1 and found[0].startswith(f"{planted}:")
+
+
+# -- no module-level cache outside storage/ -----------------------------------------------------------------------
+
+_CONTAINERS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "WeakValueDictionary"}
+_MUTATORS = {
+    "clear",
+    "pop",
+    "popitem",
+    "update",
+    "setdefault",
+    "append",
+    "appendleft",
+    "extend",
+    "insert",
+    "remove",
+    "discard",
+    "add",
+    "move_to_end",
+}
+_MEMOS = {"cache", "lru_cache"}
+
+# Module-level state outside storage/ that functions change, and why it is not a cache a writer can fool.
+STATE = {
+    ("svc/cli.py", "COMMANDS"): "the sub-commands, registered by `@command` as the module is imported",
+    ("domain/accounts.py", "_decoy"): "a hash of a random password, made once; it stands for no stored row",
+}
+# `functools.cache`/`lru_cache` with arguments outside storage/, and why every argument is a declaration.
+MEMOS = {
+    ("contracts/__init__.py", "load"): "the name of a schema file shipped in the package",
+    ("contracts/__init__.py", "compiled"): "the name of a schema file shipped in the package",
+    ("contracts/__init__.py", "validator"): "the name of a schema file shipped in the package",
+    ("machines/ticket.py", "_menu"): "a stage of the ticket machine's own declaration",
+    ("api/proxies.py", "__init__"): "a peer address, judged against the trusted networks the app was built with",
+}
+
+
+def _name(node: ast.AST) -> str | None:
+    """`x` for a name, `C.x` for an attribute of a name (`self.x` and `cls.x` as `self.x`, `cls.x`)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _is_container(value: ast.AST | None) -> bool:
+    if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp):
+        return True
+    if isinstance(value, ast.Call):
+        return _name(value.func) in _CONTAINERS or (
+            isinstance(value.func, ast.Attribute) and value.func.attr in _CONTAINERS
+        )
+    return False
+
+
+def _assignments(body: list[ast.stmt]) -> list[tuple[str, ast.AST | None]]:
+    found = []
+    for node in body:
+        if isinstance(node, ast.Assign):
+            found += [(target.id, node.value) for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found.append((node.target.id, node.value))
+    return found
+
+
+def caches_in(path: Path) -> list[tuple[int, str, str]]:
+    """(line, name, how) of every place a function changes state the module holds: a module-level or class-level
+    dict/list/set changed by item or by a mutating method, a module name rebound through `global`, a class
+    attribute rebound at run time; and every `functools.cache`/`lru_cache` whose function takes arguments."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    containers = {name for name, value in _assignments(tree.body) if _is_container(value)}
+    attributes: set[str] = set()  # class attributes, as `Class.attr`
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for name, value in _assignments(node.body):
+                attributes.add(f"{node.name}.{name}")
+                if _is_container(value):
+                    containers |= {f"{node.name}.{name}", f"self.{name}", f"cls.{name}"}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Global):
+                found += [(node.lineno, name, "rebound through global") for name in node.names]
+            elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+                for target in node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]:
+                    if isinstance(target, ast.Subscript) and _name(target.value) in containers:
+                        found.append((node.lineno, _name(target.value), "changed by item"))
+                    elif isinstance(target, ast.Attribute) and _name(target) in attributes:
+                        found.append((node.lineno, _name(target), "class attribute rebound"))
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS
+                and _name(node.func.value) in containers
+            ):
+                found.append((node.lineno, _name(node.func.value), f".{node.func.attr}()"))
+        for decorator in function.decorator_list:
+            memo = decorator.func if isinstance(decorator, ast.Call) else decorator
+            arguments = function.args
+            if (_name(memo) or "").split(".")[-1] in _MEMOS and (
+                arguments.args or arguments.posonlyargs or arguments.kwonlyargs or arguments.vararg
+            ):
+                found.append((function.lineno, function.name, "memo with arguments"))
+        for node in ast.walk(function):
+            # A memo made by calling it on a function (`lru_cache(maxsize=...)(self.method)`): named by where it is.
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Call)
+                and (_name(node.func.func) or "").split(".")[-1] in _MEMOS
+            ):
+                found.append((node.lineno, function.name, "memo with arguments"))
+    return sorted(set(found))
+
+
+def caches_outside_storage(paths: list[Path]) -> list[str]:
+    found = []
+    for path in paths:
+        where = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        if where.startswith("storage/"):
+            continue
+        for line, name, how in caches_in(path):
+            known = MEMOS if how == "memo with arguments" else STATE
+            if (where, name.split(".")[-1] if how == "memo with arguments" else name) not in known:
+                found.append(f"{where}:{line} {name}: {how}")
+    return found
+
+
+def test_no_module_level_cache_outside_storage():
+    """State a module keeps and its functions change is a cache a second writer can fool: it may live only in
+    `storage/`, scoped to one unit of work and dropped on rollback (or derived from the models alone). A memo of
+    what derives once from a declaration cannot go stale: `functools.cache` on a function without arguments (the
+    machines' tables, the OpenAPI document's components, the templates' environment) is one; one with arguments
+    must be in MEMOS, saying why its arguments are declarations; other module state changed at run time must be in
+    STATE, saying why it is no cache. Instances (a resource's remembered credentials) are outside this test."""
+    assert caches_outside_storage([path for path in modules()]) == []
+
+
+def test_the_exceptions_are_still_where_they_say():
+    """Each entry of STATE and MEMOS names something the scan still finds, so none outlives its reason."""
+    found = {
+        (str(path.relative_to(ROOT)), name if how != "memo with arguments" else name.split(".")[-1])
+        for path in modules()
+        for _, name, how in caches_in(path)
+    }
+    assert set(STATE) - found == set()
+    assert set(MEMOS) - found == set()
+
+
+@pytest.mark.parametrize(
+    ("planted", "name"),
+    [
+        ("_seen: dict[int, str] = {}\n\ndef shown(key):\n    _seen[key] = str(key)\n", "_seen"),
+        ("_rows = {}\n\ndef forget():\n    _rows.clear()\n", "_rows"),
+        ("_last = None\n\ndef remember(value):\n    global _last\n    _last = value\n", "_last"),
+        (
+            "class Field:\n    _last = (None, None)\n\n    def convert(self, v):\n        Field._last = (v, v)\n",
+            "Field._last",
+        ),
+        ("class Seen:\n    keys = set()\n\n    def see(self, key):\n        self.keys.add(key)\n", "self.keys"),
+        ("import functools\n\n@functools.lru_cache(maxsize=64)\ndef shown(moment):\n    return f'{moment}'\n", "shown"),
+        ("from functools import cache\n\n@cache\ndef read(key):\n    return key\n", "read"),
+    ],
+)
+def test_a_cache_outside_storage_is_caught(tmp_path, planted, name):
+    module = tmp_path / "planted.py"
+    module.write_text(f'"""A planted module."""\n\n{planted}')
+    found = caches_outside_storage([module])
+    assert len(found) == 1 and f" {name}: " in found[0]
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "_TABLE = {'a': 1}\n\ndef look(key):\n    return _TABLE.get(key)\n",
+        "import functools\n\n@functools.cache\ndef document():\n    return {'openapi': '3.1.0'}\n",
+        "def fresh():\n    found = {}\n    found['a'] = 1\n    return found\n",
+    ],
+)
+def test_a_constant_a_memo_of_nothing_and_a_local_are_not_caches(tmp_path, planted):
+    module = tmp_path / "planted.py"
+    module.write_text(f'"""A planted module."""\n\n{planted}')
+    assert caches_outside_storage([module]) == []

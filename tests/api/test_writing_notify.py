@@ -1,5 +1,8 @@
 """POST /api/v1/agents/writing/notify through HTTP: every row of the seed's writing table, from every prior stage."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from machines.stages import STAGES
@@ -279,8 +282,8 @@ def _api(app, check_document=True):
 
 
 def test_a_ticket_changed_behind_this_process_is_read_again_before_it_is_moved(api):
-    # A notify keeps the writing ticket as it swapped it and swaps it next time without reading it; a change made
-    # elsewhere (another process, here a statement of its own) fails that swap, and the retry reads the row.
+    # Every notify reads the writing ticket in its own transaction: a change made elsewhere (another process, here
+    # a statement of its own) is what the next notify moves on from, whatever this process swapped before.
     assert notify(api, {"status": "BACKFILL_READY", "missing": 1}).status_code == 200
     with connection():
         from storage.db import db
@@ -300,3 +303,26 @@ def test_a_ticket_changed_behind_this_process_is_read_again_before_it_is_moved(a
     third = notify(api, {"status": "SKIP_ALL_CAUGHT_UP"})
     assert third.json["receipt"]["data"]["from"] == "queued" and third.json["ticket"]["stage"] == "done"
     assert [e["data"]["from"] for e in timeline(api)[:3]] == ["queued", "blocked", None]
+
+
+def test_notifies_sent_at_the_same_moment_are_each_recorded_and_none_is_refused(app):
+    """A notify is never refused because another one ran at the same moment (the seed: the prior stage never
+    restricts a notify): twelve clients report at once, again and again; every report is answered 200, with its own
+    receipt and run, and the ticket has moved once per report."""
+    clients = [_api(app, check_document=False) for _ in range(12)]
+    assert notify(clients[0], {"status": "BACKFILL_READY", "missing": 1}).status_code == 200
+    start = threading.Barrier(len(clients))
+
+    def report(client) -> list[int]:
+        start.wait()
+        return [notify(client, {"status": "BACKFILL_READY", "missing": 2}).status_code for _ in range(8)]
+
+    with ThreadPoolExecutor(len(clients)) as pool:
+        answered = [code for codes in pool.map(report, clients) for code in codes]
+
+    assert answered == [200] * 96
+    first = clients[0]
+    entries = first.get(TICKET + "/timeline?limit=200").json["entries"]
+    assert len([e for e in entries if e["kind"] == "writing_report"]) == 97
+    assert len(first.get("/api/v1/agents/runs?agent_id=writing-daily&limit=200", auth="ci").json["runs"]) == 97
+    assert first.get(TICKET).headers["ETag"] == '"v98"'  # created at 1, moved once per report

@@ -73,22 +73,26 @@ def test_the_stuck_count_leaves_out_the_keys_it_is_told_to_in_every_stage(api):
         assert sorted(t.key for t in listed) == ["PORT-2", "PORT-4"]
 
 
-def test_a_swap_leaves_out_what_does_not_change_but_loses_to_a_row_that_is_not_as_known(app, db_session):
-    """A column whose value does not change is not written, only checked: a view of the row that is not what the
-    database holds (here: a swap this process made in a transaction that rolled back, while another process took
-    the row to the same version with other values) loses the swap instead of leaving that column unwritten."""
+def test_a_swap_writes_every_change_from_the_row_as_read_and_leaves_the_rest_as_it_was(app, db_session):
+    """A change to the value a column had as read is left out of the SET; the row then holds every change, the
+    columns not changed keep their values, and the version moves on once."""
     now = datetime(2026, 11, 20, tzinfo=UTC)
+    later = datetime(2026, 11, 21, 9, 30, tzinfo=UTC)
     _ticket(now)
-    mine = tickets.get("PORT-1")
-    stale = dict(mine.__data__, waiting_on="you", needs_you=True, version=2)  # what a rolled-back swap left known
-    Ticket.update(waiting_on="ops", needs_you=True, version=2).where(Ticket.key == "PORT-1").execute()  # another
-    changes = {"waiting_on": "you", "needs_you": True, "updated_at": now}
     row = tickets.get("PORT-1")
-    assert not tickets.compare_and_swap(row, expected_stage="queued", expected_version=2, changes=changes, known=stale)
-    assert (tickets.get("PORT-1").waiting_on, tickets.get("PORT-1").version) == ("ops", 2)
-
-    fresh = tickets.get("PORT-1")
-    known = dict(fresh.__data__)
-    assert tickets.compare_and_swap(fresh, expected_stage="queued", expected_version=2, changes=changes, known=known)
+    read = {"stage": row.stage, "needs_you": row.needs_you}
+    changes = {"stage": "queued", "needs_you": True, "waiting_on": "you", "updated_at": later}
+    assert tickets.compare_and_swap(row, expected_stage="queued", expected_version=1, changes=changes, read=read)
+    assert (row.needs_you, row.waiting_on, row.version) == (True, "you", 2)
     stored = tickets.get("PORT-1")
-    assert (stored.waiting_on, stored.needs_you, stored.version) == ("you", True, 3)
+    assert (stored.stage, stored.needs_you, stored.waiting_on, stored.version) == ("queued", True, "you", 2)
+    assert (stored.updated_at, stored.stage_changed_at, stored.title) == (later, now, "t")
+
+    again = {"stage": "execute", "needs_you": True, "updated_at": later}
+    read = {"stage": stored.stage, "needs_you": stored.needs_you}
+    assert tickets.compare_and_swap(stored, expected_stage="queued", expected_version=2, changes=again, read=read)
+    assert (tickets.get("PORT-1").stage, tickets.get("PORT-1").needs_you, tickets.get("PORT-1").version) == (
+        "execute",
+        True,
+        3,
+    )
