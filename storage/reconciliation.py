@@ -9,7 +9,7 @@ from typing import Any
 
 from peewee import fn
 
-from storage.models import AcceptedDelivery, ReconciliationGap, Setting
+from storage.models import AcceptedDelivery, ReconciliationGap, RouterDecision, Setting, Ticket
 from storage.paging import decode_cursor, page_of
 
 CHECKPOINTS = "reconciler.checkpoints"
@@ -195,6 +195,40 @@ def in_state_since(state: str, since: datetime, *, limit: int) -> list[Reconcili
         .order_by(ReconciliationGap.updated_at.desc(), ReconciliationGap.id.desc())
         .limit(limit)
     )
+
+
+# -- the tracker's side -----------------------------------------------------------------------------------
+
+
+def tracked_issue_ids() -> list[str]:
+    """Every tracker issue the board's tickets track (`tracker_issue_id`), sorted."""
+    query = (
+        Ticket.select(Ticket.tracker_issue_id)
+        .where(Ticket.tracker_issue_id.is_null(False))
+        .distinct()
+        .order_by(Ticket.tracker_issue_id)
+    )
+    return [row.tracker_issue_id for row in query]
+
+
+def last_tracker_stage(subject_id: str) -> str | None:
+    """The stage the newest recorded tracker state change about `subject_id` led to (a webhook's, or one the
+    reconciler caught up as `poller`), or None when none was recorded."""
+    row = (
+        RouterDecision.select(RouterDecision.envelope)
+        .where(
+            (RouterDecision.subject_id == subject_id)
+            & (RouterDecision.kind == "state_changed")
+            & RouterDecision.source.in_(("tracker", "poller"))
+            & (RouterDecision.outcome != "rejected")
+        )
+        .order_by(RouterDecision.id.desc())
+        .first()
+    )
+    envelope = row.envelope if row is not None else None
+    transition = envelope.get("transition") if isinstance(envelope, dict) else None
+    stage = transition.get("to") if isinstance(transition, dict) else None
+    return stage if isinstance(stage, str) else None
 
 
 # -- checkpoints -------------------------------------------------------------------------------------------
