@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from contracts.envelope import ID_MAX_LENGTH
@@ -18,10 +19,33 @@ from integrations.linear import TrackerIssue
 from storage import reconciliation
 from storage import tickets as ticket_rows
 from storage.db import transaction
+from storage.models import ReconciliationGap
 
 RECONCILER_ACTOR = {"kind": "system", "id": "svc:reconciler"}
 # The ledger's `hook` for the tracker, which has no hooks the reconciler reads: its issues are.
 TRACKER_HOOK = "issues"
+
+
+def ledger(*, limit: int, cursor: str | None) -> tuple[list[ReconciliationGap], str | None]:
+    """One page of the reconciliation ledger, newest first, and the next page's cursor."""
+    return reconciliation.page(limit=limit, cursor=cursor)
+
+
+@dataclass(frozen=True)
+class Week:
+    """What the decisions page says of reconciliation: the events recovered in the last seven days, and the gaps
+    given up in them (what a person must look at)."""
+
+    recovered: int
+    given_up: list[ReconciliationGap]
+
+
+def this_week(now: datetime, *, listed: int = 20) -> Week:
+    since = now - timedelta(days=7)
+    return Week(
+        recovered=reconciliation.count_in_state_since("recovered", since),
+        given_up=reconciliation.in_state_since("given_up", since, limit=listed),
+    )
 
 
 @dataclass(frozen=True)
