@@ -323,6 +323,9 @@ class Reconciler:
 
     def _record_ask(self, sender, hook, guid, gap, row, state, attempts, detail, at) -> None:
         with transaction():
+            if state == "redelivered" and reconciliation.known(sender, [guid]):
+                # The sender delivered it again before this line: it arrived, and was recorded.
+                state, detail = "recovered", f"{detail}; the redelivery arrived and was recorded"
             if row is None:
                 reconciliation.open_gap(
                     sender=sender,
