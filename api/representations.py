@@ -10,7 +10,7 @@ from domain.clock import iso
 from domain.router.evaluation import REJECTED
 from domain.writing import Report
 from storage import wallet as storage_wallet
-from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
+from storage.models import AgentRun, Initiative, ReconciliationGap, Ticket, TimelineEntry, Wallet
 
 
 def ticket(row: Ticket) -> dict[str, Any]:
@@ -82,6 +82,21 @@ def run(row: AgentRun) -> dict[str, Any]:
         "finished_at": iso(row.finished_at),
         "summary": row.summary or "",
         "details": row.details,
+    }
+
+
+def gap(row: ReconciliationGap) -> dict[str, Any]:
+    """One entry of the reconciliation ledger."""
+    return {
+        "sender": row.sender,
+        "hook": row.hook,
+        "delivery": row.delivery or None,
+        "guid": row.guid or None,
+        "event": row.event or None,
+        "found_at": iso(row.found_at),
+        "state": row.state,
+        "attempts": row.attempts,
+        "detail": row.detail or "",
     }
 
 

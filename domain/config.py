@@ -25,6 +25,11 @@ PROXY_HEADERS = frozenset(
 )
 DEFAULT_PROXY_HEADERS = frozenset({"x-forwarded-for", "x-forwarded-proto"})
 DEFAULT_TRACKER_API_URL = "https://api.linear.app/graphql"
+DEFAULT_GITHUB_API_URL = "https://api.github.com"
+DEFAULT_GITLAB_API_URL = "https://gitlab.com/api/v4"
+# The hooks the reconciler reads, by their API paths (SVC_GITHUB_HOOKS, SVC_GITLAB_HOOKS).
+_GITHUB_HOOK = re.compile(r"^(?:repos/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|orgs/[A-Za-z0-9_.-]+)/hooks/[0-9]{1,19}$")
+_GITLAB_HOOK = re.compile(r"^projects/[0-9]{1,19}/hooks/[0-9]{1,19}$")
 MIN_SECRET_LENGTH = 16
 _KEY_PREFIX = re.compile(r"^[A-Z][A-Z0-9]{0,31}$")
 
@@ -74,6 +79,15 @@ class Config:
     # Older installs' one value for both; stands in for whichever of the two above is unset (see forge_secret_check).
     forge_webhook_secret: str | None = None
     tracker_webhook_secret: str | None = None
+    # GitHub's and GitLab's REST APIs: the reconciler reads the hooks named here (and the forge writes use them).
+    github_api_url: str = DEFAULT_GITHUB_API_URL
+    github_api_token: str | None = None
+    gitlab_api_url: str = DEFAULT_GITLAB_API_URL
+    gitlab_api_token: str | None = None
+    github_hooks: tuple[str, ...] = ()
+    gitlab_hooks: tuple[str, ...] = ()
+    # Redeliveries (and resends) one reconciler run asks for, at most.
+    reconcile_max: int = 50
     router_allowlist: frozenset[str] = field(default_factory=frozenset)
     # Seconds a signed delivery time (Linear's webhookTimestamp) may be from now; Linear's own SDK allows 60.
     webhook_tolerance_seconds: float = 60.0
@@ -225,6 +239,13 @@ class Config:
             gitlab_webhook_token=env.secret("SVC_GITLAB_WEBHOOK_TOKEN"),
             forge_webhook_secret=env.secret("SVC_FORGE_WEBHOOK_SECRET"),
             tracker_webhook_secret=env.secret("SVC_TRACKER_WEBHOOK_SECRET"),
+            github_api_url=env.url("SVC_GITHUB_API_URL") or DEFAULT_GITHUB_API_URL,
+            github_api_token=env.text("SVC_GITHUB_TOKEN"),
+            gitlab_api_url=env.url("SVC_GITLAB_API_URL") or DEFAULT_GITLAB_API_URL,
+            gitlab_api_token=env.text("SVC_GITLAB_TOKEN"),
+            github_hooks=env.hooks("SVC_GITHUB_HOOKS", _GITHUB_HOOK, "repos/OWNER/REPO/hooks/ID or orgs/ORG/hooks/ID"),
+            gitlab_hooks=env.hooks("SVC_GITLAB_HOOKS", _GITLAB_HOOK, "projects/ID/hooks/ID"),
+            reconcile_max=env.integer("SVC_RECONCILE_MAX", 50, low=1, high=1000),
             router_allowlist=env.id_list("SVC_ROUTER_ALLOWLIST"),
             webhook_tolerance_seconds=env.number("SVC_WEBHOOK_TOLERANCE_SECONDS", 60.0, low=1, high=3600),
             ticket_prefixes=env.key_prefixes("SVC_TICKET_PREFIXES"),
@@ -246,6 +267,10 @@ class Config:
             ops_scheduler=env.choice("SVC_OPS_SCHEDULER", "JOBS", {"JOBS", "EXTERNAL"}).lower(),
             jobs_clock_offset=env.number("SVC_JOBS_CLOCK_OFFSET", 0.0, low=-10 * 366 * 86400, high=10 * 366 * 86400),
         )
+        for hooks, token in (("SVC_GITHUB_HOOKS", "SVC_GITHUB_TOKEN"), ("SVC_GITLAB_HOOKS", "SVC_GITLAB_TOKEN")):
+            # Hooks the reconciler could never read would fail every run: say so at start instead.
+            if env.text(hooks) is not None and env.text(token) is None:
+                env.problems.append(f"{hooks}: needs {token} (a token that may read the hooks' deliveries)")
         if not values["trusted_proxies"]:
             # Without a trusted proxy these would silently do nothing; say so instead (waitress refuses them too).
             for name in ("SVC_TRUSTED_PROXY_COUNT", "SVC_TRUSTED_PROXY_HEADERS"):
@@ -379,6 +404,22 @@ class _Reader:
             self._bad(name, f"no such file: {raw}")
             return None
         return path
+
+    def hooks(self, name: str, pattern: re.Pattern[str], form: str) -> tuple[str, ...]:
+        """Comma-separated API paths of hooks, each of the form `form`; in the order given, without repeats."""
+        raw = self._raw(name)
+        if raw is None:
+            return ()
+        found: list[str] = []
+        for part in (p.strip().strip("/") for p in raw.split(",")):
+            if not part:
+                continue
+            if not pattern.match(part):
+                self._bad(name, f"expected API paths of the form {form}, got {part!r}")
+                continue
+            if part not in found:
+                found.append(part)
+        return tuple(found)
 
     def id_list(self, name: str) -> frozenset[str]:
         raw = self._raw(name)

@@ -1,5 +1,5 @@
 """Linear, the issue tracker, outbound (its webhooks: `domain/router/senders/linear.py`): closing the work item of a
-ticket marked done.
+ticket marked done, and reading the issues the board tracks that changed since a moment (the reconciler).
 
 Linear's API is GraphQL over HTTPS at one endpoint. A personal API key goes, as it is, in the
 `Authorization` header (OAuth tokens would carry `Bearer `). Closing an issue takes two calls: read the
@@ -11,11 +11,17 @@ Failures raise `TransportError` (`integrations/transport.py`), sorted as for eve
 connection errors, 5xx, rate limits, and Linear's own internal errors) are tried again later; permanent (a refused
 key, an unknown issue, a team without a completed state, any other rejected request) are given up and recorded.
 Linear answers many errors in a GraphQL `errors` list, whatever the status: their kinds are read first.
+
+Reading changed issues is one `issues` query, filtered on `updatedAt` and on the issues asked about (by id, or by
+team key and number for an identifier such as ENG-12), paged forward by `pageInfo { hasNextPage endCursor }`.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import requests
@@ -53,6 +59,20 @@ mutation SetIssueState($id: String!, $stateId: String!) {
 }
 """
 
+ISSUES_UPDATED_SINCE = """
+query IssuesUpdatedSince($filter: IssueFilter, $first: Int!, $after: String) {
+  issues(filter: $filter, first: $first, after: $after) {
+    nodes { id identifier updatedAt state { name type } }
+    pageInfo { hasNextPage endCursor }
+  }
+}
+"""
+# Issues one page of `issues` asks for (Linear allows up to 250), and the most pages one reading follows.
+ISSUES_PER_PAGE = 100
+MAX_ISSUE_PAGES = 50
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_IDENTIFIER = re.compile(r"^([A-Z][A-Z0-9]*)-([0-9]{1,9})$")
+
 # Linear names its error kinds in `extensions.type` (the SDK's list) and, on some, `extensions.code`.
 _TRANSIENT_KINDS = {"ratelimited", "internal error", "lock timeout", "network error", "bootstrap error"}
 _PERMANENT_KINDS = {
@@ -78,6 +98,18 @@ class Closed:
         if self.already:
             return f"Linear issue {self.issue} was already {self.state}"
         return f"Linear issue {self.issue} set to {self.state}"
+
+
+@dataclass(frozen=True)
+class TrackerIssue:
+    """An issue as Linear has it now: its id, identifier (ENG-12), last update and workflow state."""
+
+    id: str
+    identifier: str
+    updated_at: datetime
+    updated_at_text: str  # as Linear wrote it, to the millisecond
+    state_name: str
+    state_type: str | None
 
 
 class LinearTracker:
@@ -122,6 +154,49 @@ class LinearTracker:
             raise TransportError(f"Linear did not apply the change to {name} (success: false)", permanent=True)
         state = ((payload.get("issue") or {}).get("state") or {}).get("name") or target.get("name") or COMPLETED
         return Closed(name, state, already=False)
+
+    def issues_updated_since(self, tracked: Iterable[str], since: datetime) -> list[TrackerIssue]:
+        """The issues among `tracked` (Linear ids, or identifiers like ENG-12) updated at or after `since`, with
+        their states; every page of the answer, in Linear's order. Raises `TransportError`."""
+        wanted = sorted(set(tracked))
+        ids = [ident for ident in wanted if _UUID.match(ident)]
+        numbers: dict[str, list[int]] = {}
+        for ident in wanted:
+            found = _IDENTIFIER.match(ident)
+            if found:
+                numbers.setdefault(found.group(1), []).append(int(found.group(2)))
+        alternatives: list[dict[str, Any]] = [{"id": {"in": ids}}] if ids else []
+        alternatives += [{"team": {"key": {"eq": key}}, "number": {"in": sorted(n)}} for key, n in numbers.items()]
+        if not alternatives:
+            return []
+        stamp = since.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        issue_filter = {"updatedAt": {"gte": stamp}, "or": alternatives}
+        found_issues: list[TrackerIssue] = []
+        after: str | None = None
+        for _ in range(MAX_ISSUE_PAGES):
+            data = self.graphql(
+                "IssuesUpdatedSince",
+                ISSUES_UPDATED_SINCE,
+                {"filter": issue_filter, "first": ISSUES_PER_PAGE, "after": after},
+            )
+            connection = data.get("issues")
+            nodes = connection.get("nodes") if isinstance(connection, dict) else None
+            info = connection.get("pageInfo") if isinstance(connection, dict) else None
+            if not isinstance(nodes, list) or not isinstance(info, dict):
+                raise TransportError("Linear's issues page has no nodes or pageInfo", permanent=True)
+            for index, node in enumerate(nodes):
+                issue = _tracker_issue(node)
+                if issue is None:
+                    raise TransportError(
+                        f"Linear's issue record {index} lacks its id, updatedAt or state", permanent=True
+                    )
+                found_issues.append(issue)
+            after = info.get("endCursor")
+            if info.get("hasNextPage") is not True:
+                break
+            if not isinstance(after, str) or not after:
+                raise TransportError("Linear said there is a next page but gave no endCursor", permanent=True)
+        return found_issues
 
     # -- one GraphQL call -------------------------------------------------------------------------------
 
@@ -169,3 +244,26 @@ def _graphql_error(errors: list[Any], response: requests.Response) -> TransportE
     if status == 429 or status >= 500:
         return TransportError(detail, permanent=False, retry_after=retry_after, status=status)
     return TransportError(detail, permanent=True, status=status)
+
+
+def _tracker_issue(node: Any) -> TrackerIssue | None:
+    if not isinstance(node, dict):
+        return None
+    ident, identifier, updated = node.get("id"), node.get("identifier"), node.get("updatedAt")
+    state = node.get("state")
+    if not isinstance(ident, str) or not ident or not isinstance(updated, str) or not isinstance(state, dict):
+        return None
+    try:
+        moment = datetime.fromisoformat(updated.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None or not isinstance(state.get("name"), str) or not state["name"]:
+        return None
+    return TrackerIssue(
+        id=ident,
+        identifier=identifier if isinstance(identifier, str) and identifier else ident,
+        updated_at=moment.astimezone(UTC),
+        updated_at_text=updated,
+        state_name=state["name"],
+        state_type=state.get("type") if isinstance(state.get("type"), str) else None,
+    )

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -213,12 +213,14 @@ def call(
     auth: requests.auth.AuthBase | None = None,
     tries: int = 1,
     budget: float = RETRY_BUDGET,
+    read_error: Callable[[requests.Response], TransportError | None] | None = None,
     **kwargs: Any,
 ) -> requests.Response:
     """One HTTP call: the 2xx answer, or `TransportError`. With `tries` > 1 a transient failure is tried again in
     this process after the target's `Retry-After` (else a short pause that doubles), while the next try still
     starts within `budget` seconds; a permanent one is never tried again. An outbox handler leaves `tries` at 1:
-    the outbox retries for it, across restarts."""
+    the outbox retries for it, across restarts. `read_error` (default `error_for`) is a module's own reading of an
+    answer, for a target whose statuses say more than their number (GitHub's 403 that is a rate limit)."""
     started = time.monotonic()
     attempt = 1
     while True:
@@ -227,7 +229,7 @@ def call(
         except TransportError as exc:
             error = exc
         else:
-            error = error_for(response, target)
+            error = read_error(response) if read_error is not None else error_for(response, target)
             if error is None:
                 return response
         pause = error.retry_after if error.retry_after is not None else RETRY_PAUSE * 2 ** (attempt - 1)
@@ -245,14 +247,19 @@ def pages(
     timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     auth: requests.auth.AuthBase | None = None,
     max_pages: int = MAX_PAGES,
+    tries: int = 1,
+    read_error: Callable[[requests.Response], TransportError | None] | None = None,
     **kwargs: Any,
 ) -> Iterator[requests.Response]:
     """GET `url` and each page its `Link: <...>; rel="next"` points to, one `call` each, at most `max_pages`.
     A next page on another origin (scheme, host, port) is a permanent error: the credential goes to the one origin
-    the caller named. `kwargs` (such as `params`) apply to the first page only; a next link carries its own."""
+    the caller named. `kwargs` (such as `params`) apply to the first page only; a next link carries its own.
+    `tries` and `read_error` are `call`'s, for each page."""
     origin = _origin(url)
     for _ in range(max_pages):
-        response = call(session, "GET", url, target=target, timeout=timeout, auth=auth, **kwargs)
+        response = call(
+            session, "GET", url, target=target, timeout=timeout, auth=auth, tries=tries, read_error=read_error, **kwargs
+        )
         yield response
         following = response.links.get("next", {}).get("url")
         if not following:

@@ -9,11 +9,14 @@ from domain.config import Config
 from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
 from domain.ops.digest import DIGEST_AGENT
 from domain.ops.pulse import PULSE_AGENT
+from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
+from domain.ops.reconciler import Reconciler
 from domain.ops.steward import RECLAIM_AGENT
 from domain.outage import DatabaseOutage
 from domain.router.board_events import ROUTE_KIND
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
+from domain.router.reconciliation import TrackerCatchUp
 from domain.router.shadow import ShadowRouter
 from jobs.chat_delivery import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
@@ -22,11 +25,18 @@ from jobs.process import Job, JobsProcess
 
 
 def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None) -> dict[str, Job]:
-    """agent id -> the job the scheduler starts when that agent is due: the ops agents and the poller."""
+    """agent id -> the job the scheduler starts when that agent is due: the ops agents, the poller and the
+    reconciler."""
     return {
         **ops_jobs(config, ops or OpsAgents(config, clock)),
         POLLER_AGENT_ID: Poller(ShadowRouter(config, clock), config, clock),
+        RECONCILER_AGENT_ID: reconciler(config, clock),
     }
+
+
+def reconciler(config: Config, clock: Clock) -> Reconciler:
+    """The reconciler, routing the tracker's missed state changes through a router of its own."""
+    return Reconciler(config, clock, catch_up=TrackerCatchUp(ShadowRouter(config, clock).receive, clock))
 
 
 def ops_jobs(config: Config, ops: OpsAgents) -> dict[str, Job]:

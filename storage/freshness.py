@@ -18,6 +18,7 @@ from storage import statements
 from storage.models import (
     AgentRun,
     Initiative,
+    ReconciliationGap,
     RouterDecision,
     Setting,
     Slot,
@@ -80,6 +81,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     ),
     "initiatives": (_count(Initiative), _max(Initiative, "updated_at")),
     "decisions": _newest(RouterDecision),
+    # The ledger: a new gap, or one that moved (redelivered, recovered, given up).
+    "reconciliation": (_newest(ReconciliationGap)[0], _max(ReconciliationGap, "updated_at")),
 }
 
 

@@ -219,11 +219,62 @@ def _decision_evidence(migrator: SchemaMigrator) -> None:
     ScorecardDay.create_table(safe=False)
 
 
+def _reconciliation(migrator: SchemaMigrator) -> None:
+    """The delivery ids the service accepted, and the reconciliation ledger."""
+
+    class RouterDecision(Model):  # only what the foreign key refers to
+        id = BigAutoField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "router_decision"
+
+    class AcceptedDelivery(Model):  # the tables as version 5 makes them
+        sender = CharField(max_length=16)
+        delivery = CharField(max_length=200)
+        decision = ForeignKeyField(RouterDecision, column_name="decision_id", null=True, on_delete="CASCADE")
+        received_at = models.UTCDateTimeField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "accepted_delivery"
+            legacy_table_names = False
+            primary_key = CompositeKey("sender", "delivery")
+            indexes = ((("received_at",), False),)
+
+    class ReconciliationGap(Model):
+        id = BigAutoField()
+        sender = CharField(max_length=16)
+        hook = CharField(max_length=200)
+        delivery = CharField(max_length=64, null=True)
+        guid = CharField(max_length=200, null=True)
+        event = CharField(max_length=64, null=True)
+        found_at = models.UTCDateTimeField()
+        updated_at = models.UTCDateTimeField()
+        state = CharField(max_length=16)
+        attempts = IntegerField(default=0)
+        detail = TextField(default="")
+
+        class Meta:
+            database = migrator.database
+            table_name = "reconciliation_gap"
+            legacy_table_names = False
+            indexes = (
+                (("sender", "hook", "guid"), True),
+                (("sender", "guid"), False),
+                (("state", "updated_at"), False),
+            )
+
+    AcceptedDelivery.create_table(safe=False)
+    ReconciliationGap.create_table(safe=False)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
     (3, "people's accounts; who changed initiatives and the wallet", _accounts_and_attribution),
     (4, "each decision's policy and facts; the router's scorecard", _decision_evidence),
+    (5, "accepted delivery ids; the reconciliation ledger", _reconciliation),
 ]
 
 

@@ -284,6 +284,47 @@ class AcceptedEvent(BaseModel):
     received_at = UTCDateTimeField()
 
 
+class AcceptedDelivery(BaseModel):
+    """A webhook delivery the service accepted, by its sender's name for it (GitHub's `X-GitHub-Delivery`, GitLab's
+    `Idempotency-Key` else `X-Gitlab-Event-UUID`, `Linear-Delivery`), kept for as long as the sender keeps its log:
+    what lets the reconciler (`domain/ops/reconciler.py`) tell "never arrived" from "arrived". `decision` is what
+    it became (None: a delivery that maps to no event, answered all the same)."""
+
+    sender = CharField(max_length=16)
+    delivery = CharField(max_length=200)
+    decision = ForeignKeyField(RouterDecision, column_name="decision_id", null=True, on_delete="CASCADE")
+    received_at = UTCDateTimeField()
+
+    class Meta:
+        primary_key = CompositeKey("sender", "delivery")
+        indexes = ((("received_at",), False),)
+
+
+class ReconciliationGap(BaseModel):
+    """The reconciliation ledger: one row per delivery a sender says it failed to make and the service never
+    accepted (`guid` its delivery's id, one row per sender, hook and guid), or per hook that could not be read
+    (`guid` None), and what became of it: redelivered, recovered, given_up or refused_by_us."""
+
+    id = BigAutoField()
+    sender = CharField(max_length=16)
+    hook = CharField(max_length=200)
+    delivery = CharField(max_length=64, null=True)
+    guid = CharField(max_length=200, null=True)
+    event = CharField(max_length=64, null=True)
+    found_at = UTCDateTimeField()
+    updated_at = UTCDateTimeField()
+    state = CharField(max_length=16)
+    attempts = IntegerField(default=0)
+    detail = TextField(default="")
+
+    class Meta:
+        indexes = (
+            (("sender", "hook", "guid"), True),
+            (("sender", "guid"), False),
+            (("state", "updated_at"), False),
+        )
+
+
 class ScorecardEntry(BaseModel):
     """A decision the scorecard judges (a matched rule about a ticket, dispatched or blocked), kept as it is
     recorded, and when the team first took that work up after it (`domain/router/scorecard.py`)."""
@@ -353,6 +394,8 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     IdempotencyRecord,
     RouterDecision,
     AcceptedEvent,
+    AcceptedDelivery,
+    ReconciliationGap,
     JobState,
     Account,
     ScorecardEntry,

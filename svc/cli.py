@@ -1,5 +1,5 @@
 """The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops), people's accounts (user),
-validate, replay, backtest."""
+validate, replay, backtest, reconcile."""
 
 from __future__ import annotations
 
@@ -277,6 +277,23 @@ def outbox_view(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("reconcile")
+def reconcile(args: argparse.Namespace) -> int:
+    """Run the reconciler once: ask the senders for what they failed to deliver. Exit 1 when one could not be read."""
+    from domain.clock import system_clock
+    from domain.ops.runs import Trigger
+    from jobs import assembly
+    from storage import db, migrations
+
+    config = load_config()
+    db.bind(db.open_database(config.database_url))
+    migrations.migrate()
+    with db.connection():
+        report = assembly.reconciler(config, system_clock)(Trigger("command"))
+    print(f"svc reconcile: {report.run.summary}")
+    return 0 if report.ok else 1
+
+
 @command("user")
 def user(args: argparse.Namespace) -> int:
     """People's accounts: add, passwd, role, remove, list. A password is read from a prompt, or from standard
@@ -545,6 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
     again.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
     again.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
     again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
+    sub.add_parser(
+        "reconcile",
+        help="ask GitHub, GitLab and Linear once for the events they failed to deliver (exit 1: one could not be read)",
+    )
     trial = sub.add_parser(
         "backtest",
         help="re-evaluate the recorded decisions under a candidate policy, against the board as it was when each "

@@ -39,6 +39,7 @@ from contracts import check as check_contract
 from domain.board import TRACKER_CLOSE_KIND, Board
 from domain.config import Config
 from domain.ops.agents import OpsAgents
+from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
 from domain.ops.schedules import AGENTS
 from domain.router import scorecard
 from domain.router.board_events import queue_for_router
@@ -70,6 +71,8 @@ DAYS = 14
 # The poller runs every five minutes over these last hours, then stops: the agents strip shows it late.
 POLLER_FROM = timedelta(hours=3)
 POLLER_STOPPED = timedelta(minutes=45)
+# The reconciler runs every ten minutes over the last half hour, up to the end: on time.
+RECONCILER_FROM = timedelta(minutes=30)
 # When the real jobs process would try a failed outbox message again (the outbox's first backoff steps).
 RETRY_OFFSETS = (timedelta(seconds=6), timedelta(seconds=21), timedelta(seconds=81))
 
@@ -205,6 +208,11 @@ class Story:
         deliverer = OutboxDeliverer(handlers, clock, recorders=recorders, owner="demo")
         self.jobs = JobsProcess(clock, assembly.ops_jobs(config, self.ops), deliverer=deliverer, owner="demo")
         self.poller = JobsProcess(clock, {POLLER_AGENT_ID: Poller(self.router, config, clock)}, owner="demo-poller")
+        # The reconciler asks no sender anything here (nothing leaves the machine): its runs say so.
+        quiet = dataclasses.replace(config, tracker_api_key=None, github_hooks=(), gitlab_hooks=())
+        self.reconciler = JobsProcess(
+            clock, {RECONCILER_AGENT_ID: assembly.reconciler(quiet, clock)}, owner="demo-reconciler"
+        )
         self.steps: list[Step] = []
         self.sent: dict[str, int] = {}  # how often each example was sent so far
 
@@ -250,6 +258,10 @@ class Story:
         while when <= self.end - POLLER_STOPPED:
             self.at(when, self.poller.run_due)
             when += timedelta(minutes=5)
+        when = self.end - RECONCILER_FROM
+        while when <= self.end:
+            self.at(when, self.reconciler.run_due)
+            when += timedelta(minutes=10)
 
     # -- the board -----------------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Is the router right? `POST router/backtest` (what a candidate policy would change in the recorded decisions)
-and `GET router/scorecard` (the decisions against what the team then did). Both only read: a viewer may use them.
+"""Is the router right? `POST router/backtest` (what a candidate policy would change in the recorded decisions),
+`GET router/scorecard` (the decisions against what the team then did) and `GET router/reconciliation` (the events
+the senders failed to deliver, and what became of each). All only read: a viewer may use them.
 """
 
 from __future__ import annotations
@@ -8,10 +9,11 @@ from datetime import datetime
 
 import falcon
 
-from api import params
-from api.operations import Operation, Param
+from api import params, representations
+from api.operations import CURSOR, LIMIT, Operation, Param
 from domain.clock import parse_timestamp
 from domain.errors import InvalidQuery
+from domain.router import reconciliation
 from domain.router.scorecard import WINDOW_SECONDS
 from domain.router.shadow import ShadowRouter
 
@@ -82,6 +84,23 @@ class Scorecard:
         resp.media = card.as_dict()
 
 
+class Reconciliation:
+    operations = {
+        "GET": Operation(
+            "The reconciliation ledger, newest first: each delivery a sender (GitHub, GitLab) says it failed to make "
+            "and the service never accepted, each tracker state change no webhook brought, each hook that could not "
+            "be read; and what became of it: redelivered, recovered, given up, or refused by us",
+            responses={200: "router-reconciliation.json", 400: "problem.json", 401: "problem.json"},
+            params=(LIMIT, CURSOR),
+            tags=("router",),
+        ),
+    }
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        rows, after = reconciliation.ledger(limit=params.limit(req), cursor=params.cursor(req))
+        resp.media = representations.page("gaps", [representations.gap(r) for r in rows], after)
+
+
 def window_seconds(req: falcon.Request) -> int:
     raw = req.get_param("window_seconds")
     if raw is None or raw == "":
@@ -100,4 +119,5 @@ def routes(services) -> list[tuple[str, object]]:
     return [
         ("/api/v1/router/backtest", Backtest(services.router)),
         ("/api/v1/router/scorecard", Scorecard(services.router)),
+        ("/api/v1/router/reconciliation", Reconciliation()),
     ]

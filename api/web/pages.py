@@ -18,6 +18,7 @@ from api.web.render import page_operation as _html
 from domain import automation, health
 from domain.errors import InvalidQuery, NotFound
 from domain.ops import agents_strip, runs
+from domain.router import reconciliation
 from domain.router.gates import AGREED_INITIATIVE_STAGES
 from domain.router.shadow import OUTCOMES, SOURCES
 from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
@@ -38,7 +39,7 @@ NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
 # A decision links to its subject's ticket page once that ticket exists.
 # The scorecard on it moves with a slot claimed too (a signal that the team took up a coder's work).
-DECISIONS_PARTS = ("decisions", "ticket_count", "slots")
+DECISIONS_PARTS = ("decisions", "ticket_count", "slots", "reconciliation")
 
 
 HEALTH_REUSE = timedelta(seconds=5)
@@ -352,6 +353,7 @@ class DecisionsPage:
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
             **router_right.scorecard_context(self.router, window_seconds=router_right.window_of(req)),
+            reconciled=reconciliation.this_week(now),
             **signed_in(req),
         )
         if refused:

@@ -15,7 +15,7 @@ from storage.models import AgentRun
 class Trigger:
     """Why a job runs now: on its schedule (possibly late, catching up a missed time), or on request."""
 
-    by: str  # "schedule", "api", "runner", "mark_done", "cancel", "pulse"
+    by: str  # "schedule", "api", "runner", "mark_done", "cancel", "pulse", "command" (svc reconcile)
     scheduled_for: datetime | None = None
     late: bool = False
     actor: str | None = None  # who asked, when a person or the ops runner did

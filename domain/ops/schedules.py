@@ -145,6 +145,12 @@ AGENTS: dict[str, AgentSchedule] = {
             every=timedelta(minutes=5),
             grace=timedelta(minutes=10),
         ),
+        AgentSchedule(
+            "reconciler",
+            "Reconciler: ask GitHub, GitLab and Linear for the events they failed to deliver",
+            every=timedelta(minutes=10),
+            grace=timedelta(minutes=20),
+        ),
     )
 }
 AGENT_IDS: tuple[str, ...] = tuple(AGENTS)

@@ -13,6 +13,12 @@ Each sender's own rules (its signature, its event id, its same-event key, its pa
 the same event sent form-encoded or as JSON, or resent with its keys reordered (GitLab resends from its stored
 log), is one event, and two deliveries with different content never are. Without a delivery header the event id
 is the body's hash.
+
+Each delivery answered 2xx is remembered by its sender's own name for it (`remember`), in the unit of work that
+answers it. That id is not what makes two deliveries the same event; it is only what lets the reconciler
+(`domain/ops/reconciler.py`) tell "never arrived" from "arrived", since it is what the sender's delivery log lists:
+GitHub's `X-GitHub-Delivery` (the `guid` of its log), GitLab's `Idempotency-Key` (else `X-Gitlab-Event-UUID`),
+Linear's `Linear-Delivery`.
 """
 
 from __future__ import annotations
@@ -23,13 +29,31 @@ from typing import Any
 
 from domain.config import Config
 from domain.router.senders import github, gitlab, linear
-from domain.router.senders.payloads import Delivery, Identity, KnownKeys, PayloadError
+from domain.router.senders.payloads import Delivery, Identity, KnownKeys, PayloadError, usable_delivery_id
+from storage import reconciliation
 
 SENDERS = {"github": github, "gitlab": gitlab, "linear": linear}
 # The headers a forge delivery names its event in; a delivery to the forge endpoint must carry its sender's.
 _EVENT_HEADERS = {"github": "x-github-event", "gitlab": "x-gitlab-event"}
 
-__all__ = ["Delivery", "Identity", "authenticate", "check_fresh", "identify", "normalize", "sender_of"]
+# Where each sender names a delivery, in the order tried.
+_DELIVERY_HEADERS = {
+    "github": ("x-github-delivery",),
+    "gitlab": ("idempotency-key", "x-gitlab-event-uuid"),
+    "linear": ("linear-delivery",),
+}
+
+__all__ = [
+    "Delivery",
+    "Identity",
+    "authenticate",
+    "check_fresh",
+    "delivery_id",
+    "identify",
+    "normalize",
+    "remember",
+    "sender_of",
+]
 
 
 def authenticate(endpoint: str, header: Callable[[str], str | None], raw: bytes, config: Config) -> str | None:
@@ -97,3 +121,22 @@ def normalize(
     if delivery.sender == "gitlab":
         return gitlab.normalize(identity.event_id, delivery.document, known=known)
     return github.normalize_delivery(delivery, identity, known=known)
+
+
+def delivery_id(delivery: Delivery) -> str | None:
+    """The sender's name for `delivery`, as its delivery log lists it, or None when it carries none usable."""
+    for name in _DELIVERY_HEADERS.get(delivery.sender, ()):
+        found = usable_delivery_id(delivery.header(name))
+        if found:
+            return found
+    return None
+
+
+def remember(delivery: Delivery, decision_id: int | None, *, at: datetime) -> None:
+    """In the unit of work that answers `delivery` 2xx: record its id as accepted (kept as first seen when it was
+    before), and mark the ledger's gap of it, if the reconciler asked for it again, `recovered`."""
+    ident = delivery_id(delivery)
+    if ident is None:
+        return
+    reconciliation.remember(delivery.sender, ident, decision_id, at=at)
+    reconciliation.mark_recovered(delivery.sender, ident, at=at)

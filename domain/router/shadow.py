@@ -93,11 +93,17 @@ class ShadowRouter:
         identity = deliveries.identify(delivery)
 
         def work() -> Receipt | Ignored:
+            # Every delivery answered 2xx (a duplicate, an ignored one too) is remembered by its id, so the
+            # reconciler never asks its sender for it again.
             try:
                 envelope = deliveries.normalize(delivery, identity, known=self.known_keys, lookup=_tracked_ticket)
             except Unmappable as exc:
+                deliveries.remember(delivery, None, at=self.clock())
                 return Ignored(str(exc), delivery.delivery_id)
-            return self._route(envelope, same_event=identity.same_event)
+            receipt = self._route(envelope, same_event=identity.same_event)
+            if receipt.intake is not Intake.REJECTED:
+                deliveries.remember(delivery, receipt.decision.id, at=self.clock())
+            return receipt
 
         return units.run(work, what="routing the delivery")
 

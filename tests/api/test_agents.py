@@ -15,6 +15,7 @@ def test_every_agent_is_listed_never_run_and_not_late(api, clock):
         "slot-steward",
         "idle-reclaim",
         "poller",
+        "reconciler",
     ]
     pulse = agents["ops-daily-pulse"]
     assert pulse["last_run_at"] is None and pulse["ok"] is None and pulse["late"] is False

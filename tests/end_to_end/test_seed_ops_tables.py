@@ -46,8 +46,9 @@ def jobs(app, config, clock):
 
 
 def ops_ran(jobs) -> list[str]:
-    """Run what is due; the ops agents that ran (the router's poller runs beside them every 5 minutes)."""
-    return [agent for agent in jobs.run_due() if agent != "poller"]
+    """Run what is due; the ops agents that ran (the router's poller and the reconciler run beside them every few
+    minutes)."""
+    return [agent for agent in jobs.run_due() if agent not in ("poller", "reconciler")]
 
 
 def chat_posts(source: str) -> list[str]:

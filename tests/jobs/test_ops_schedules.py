@@ -18,19 +18,24 @@ from storage.db import connection
 MONDAY = datetime(2026, 11, 23, tzinfo=UTC)
 
 
+# The agents of svc jobs that are not ops agents, each with tests of its own.
+NOT_OPS = ("poller", "reconciler")
+
+
 def ran_at(config, clock, moment: datetime) -> list[str]:
     clock.set(moment)
     return ops_only(JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="test").run_due())
 
 
 def ops_jobs(config, clock) -> dict:
-    """The scheduled jobs without the router's poller (every 5 minutes; it has its own tests)."""
-    return {agent: job for agent, job in assembly.scheduled_jobs(config, clock).items() if agent != "poller"}
+    """The scheduled jobs without the router's poller and the reconciler (every few minutes; they have their own
+    tests)."""
+    return {agent: job for agent, job in assembly.scheduled_jobs(config, clock).items() if agent not in NOT_OPS}
 
 
 def ops_only(ran: list[str]) -> list[str]:
-    """The ops agents among the jobs that ran (the router's poller, every 5 minutes, has its own tests)."""
-    return [agent for agent in ran if agent != "poller"]
+    """The ops agents among the jobs that ran (the router's poller and the reconciler have their own tests)."""
+    return [agent for agent in ran if agent not in NOT_OPS]
 
 
 def test_the_jobs_process_schedules_the_pulse_the_digest_and_idle_reclaim(config, clock):
@@ -39,12 +44,13 @@ def test_the_jobs_process_schedules_the_pulse_the_digest_and_idle_reclaim(config
         "ops-daily-pulse",
         "ops-weekly-digest",
         "poller",
+        "reconciler",
     ]
 
 
 def test_with_an_external_cron_the_jobs_process_leaves_the_ops_agents_alone(config_factory, clock):
-    # the router's poller is not an ops agent: it stays in svc jobs
-    assert list(assembly.scheduled_jobs(config_factory(ops_scheduler="external"), clock)) == ["poller"]
+    # the router's poller and the reconciler are not ops agents: they stay in svc jobs
+    assert list(assembly.scheduled_jobs(config_factory(ops_scheduler="external"), clock)) == ["poller", "reconciler"]
     handlers, _ = assembly.outbox_handlers(config_factory(ops_scheduler="external"), clock)
     assert {"slot_release", "tracker_close"} <= set(handlers)  # delivery still happens in svc jobs
 
@@ -99,7 +105,7 @@ DECIDE = textwrap.dedent(
     ]:
         moments[0] = datetime.fromisoformat(moment)
         ran = JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="tz").run_due()
-        out[label] = [agent for agent in ran if agent != "poller"]
+        out[label] = [agent for agent in ran if agent not in ("poller", "reconciler")]
     print(json.dumps(out))
     """
 )

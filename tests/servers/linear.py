@@ -1,7 +1,9 @@
-"""A local HTTP server shaped like Linear's GraphQL API, for the tracker close.
+"""A local HTTP server shaped like Linear's GraphQL API, for the tracker close and the reconciler.
 
-It serves `POST /graphql` with the personal API key as the bare `Authorization` header, answers the two
-operations the service sends (`IssueWithCompletedStates`, `SetIssueState`) from its own little store of
+It serves `POST /graphql` with the personal API key as the bare `Authorization` header, answers the operations
+the service sends (`IssueWithCompletedStates`, `SetIssueState`, and `IssuesUpdatedSince`: the `issues` connection
+filtered on `updatedAt` and on ids or team key and number, paged by `first`/`after` with `pageInfo { hasNextPage
+endCursor }`) from its own little store of
 teams, workflow states and issues, and answers errors the way Linear does: a JSON body with `errors`, each
 carrying `extensions.type` / `extensions.code` / `userPresentableMessage`. Scripted failures (a 500, a rate
 limit with Retry-After, a slow answer) can be queued ahead of the real answers.
@@ -15,6 +17,7 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 API_KEY = "lin_api_test_0123456789abcdefghijklmnopqrstuv"
@@ -41,6 +44,16 @@ class Issue:
     identifier: str
     team: Team
     state: State
+    updated_at: str = field(default_factory=lambda: _stamp(datetime.now(UTC)))
+
+    @property
+    def number(self) -> int:
+        return int(self.identifier.rsplit("-", 1)[1])
+
+
+def _stamp(moment: datetime) -> str:
+    """As Linear writes a time: ISO 8601 UTC to the millisecond."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _error(message: str, *, type_: str, code: str, user: bool, presentable: str | None = None, path=None) -> dict:
@@ -102,6 +115,11 @@ class FakeLinear:
         self.issues[issue.id] = issue
         return issue
 
+    def move(self, issue: Issue, state_name: str, *, at: datetime | None = None) -> None:
+        """A person moves `issue` in Linear (no webhook is sent): its state and its `updatedAt` change."""
+        issue.state = next(s for s in issue.team.states if s.name == state_name)
+        issue.updated_at = _stamp(at or datetime.now(UTC))
+
     def find(self, ident: str) -> Issue | None:
         return self.issues.get(ident) or next((i for i in self.issues.values() if i.identifier == ident), None)
 
@@ -148,6 +166,8 @@ class FakeLinear:
             return self._issue_with_states(variables["id"], variables["stateType"])
         if operation == "SetIssueState" and f"mutation {operation}" in query:
             return self._set_state(variables["id"], variables["stateId"])
+        if operation == "IssuesUpdatedSince" and f"query {operation}" in query:
+            return self._issues(variables.get("filter") or {}, int(variables["first"]), variables.get("after"))
         return self._json(
             400,
             {
@@ -213,6 +233,40 @@ class FakeLinear:
                 }
             },
         )
+
+    def _issues(self, issue_filter: dict, first: int, after: str | None):
+        """The `issues` connection: what matches the filter, oldest update first, `first` at a time after the
+        cursor (an issue's position, opaque to the client)."""
+        since = (issue_filter.get("updatedAt") or {}).get("gte")
+
+        def alternative(issue: Issue, wanted: dict) -> bool:
+            if "id" in wanted:
+                return issue.id in wanted["id"]["in"]
+            return issue.team.key == wanted["team"]["key"]["eq"] and issue.number in wanted["number"]["in"]
+
+        matching = sorted(
+            (
+                issue
+                for issue in self.issues.values()
+                if (since is None or issue.updated_at >= since)
+                and any(alternative(issue, wanted) for wanted in issue_filter.get("or", [{}]))
+            ),
+            key=lambda i: (i.updated_at, i.id),
+        )
+        start = int(after.removeprefix("cursor-")) if after else 0
+        page = matching[start : start + first]
+        more = start + first < len(matching)
+        nodes = [
+            {
+                "id": i.id,
+                "identifier": i.identifier,
+                "updatedAt": i.updated_at,
+                "state": {"name": i.state.name, "type": i.state.type},
+            }
+            for i in page
+        ]
+        info = {"hasNextPage": more, "endCursor": f"cursor-{start + len(page)}" if page else None}
+        return self._json(200, {"data": {"issues": {"nodes": nodes, "pageInfo": info}}})
 
     def _not_found(self, field_name: str):
         return self._json(

@@ -1,4 +1,5 @@
-"""GitHub: `pull_request` deliveries (source `forge`) and Actions `workflow_run` deliveries (source `ci`).
+"""GitHub, inbound (its REST API, outbound: `integrations/github.py`): `pull_request` deliveries (source `forge`)
+and Actions `workflow_run` deliveries (source `ci`).
 
 | delivery                               | kind               | from -> to               | hints          |
 |----------------------------------------|--------------------|--------------------------|----------------|

@@ -1,4 +1,5 @@
-"""GitLab: Merge Request Hook deliveries (source `forge`) and Pipeline Hook deliveries (source `ci`).
+"""GitLab, inbound (its REST API, outbound: `integrations/gitlab.py`): Merge Request Hook deliveries (source
+`forge`) and Pipeline Hook deliveries (source `ci`).
 
 | delivery                                       | kind               | hints                          |
 |------------------------------------------------|--------------------|--------------------------------|

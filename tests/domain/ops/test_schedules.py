@@ -67,6 +67,7 @@ def test_the_seed_schedules():
         "slot-steward",
         "idle-reclaim",
         "poller",
+        "reconciler",
     }
 
 
@@ -78,6 +79,7 @@ def test_each_schedule_in_plain_words():
         "slot-steward": "At 08:00 every day (UTC)",
         "idle-reclaim": "At 04:00 every day (UTC)",
         "poller": "Every 5 minutes",
+        "reconciler": "Every 10 minutes",
     }
     assert Cron("5/10 * * * *").explained == "Every 10th minute from 5 through 59 of every hour"
 

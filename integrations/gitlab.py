@@ -1,0 +1,242 @@
+"""GitLab's REST API, outbound (its webhooks, inbound: `domain/router/senders/gitlab.py`): the events of a
+project hook, listed by status, and a resend of one. One module for GitLab's API: the forge writes (merge
+requests, notes) belong here too.
+
+A hook is named by its API path, `projects/{id}/hooks/{hook_id}`. Its events (`GET {hook}/events`, GitLab keeps
+seven days) are filtered by `status` (`server_failure`: 5xx or no answer; `client_failure`: 4xx), paged by `page`
+and `per_page` with the `X-Next-Page` header (empty on the last page), newest first; each is `{id, url, trigger,
+request_headers, request_data, response_status, ...}`, its `request_headers` carrying the `Idempotency-Key`
+that every attempt of one event keeps (and `X-Gitlab-Event-UUID`). `POST {hook}/events/{id}/resend` sends it
+again, at most five times a minute for each hook and user: past that GitLab answers 429. The client paces itself
+so that a sixth never goes within 60 s of the first, and a 429 waits its `Retry-After` once.
+
+The token goes as `PRIVATE-TOKEN`, never into an error's text. Failures are `TransportError`s, read as for every
+target (`integrations/transport.py`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+
+from integrations import transport
+from integrations.transport import TransportError
+
+TARGET = "GitLab"
+USER_AGENT = "svc-delivery/1 (gitlab)"
+PER_PAGE = 100
+# GitLab's limit on resends: five a minute for each hook and user.
+RESENDS_PER_WINDOW = 5
+RESEND_WINDOW = 60.0
+# A hook's API path, as SVC_GITLAB_HOOKS names it.
+HOOK_PATH = re.compile(r"^projects/[0-9]{1,19}/hooks/[0-9]{1,19}$")
+SERVER_FAILURE = "server_failure"
+CLIENT_FAILURE = "client_failure"
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    """One attempt GitLab made to deliver an event to a hook."""
+
+    id: int
+    trigger: str | None
+    response_status: str  # "500", "404", or GitLab's words for no answer ("internal error")
+    idempotency_key: str | None
+    event_uuid: str | None
+    created_at: datetime | None  # not every GitLab version lists it
+
+    @property
+    def guid(self) -> str | None:
+        """What names the event across its attempts: its Idempotency-Key, else its Event-UUID."""
+        return self.idempotency_key or self.event_uuid
+
+
+@dataclass
+class EventLog:
+    """What one reading of a hook's events found, newest first, and the records that could not be read."""
+
+    events: list[HookEvent] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+
+
+class GitLab:
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        *,
+        timeout: tuple[float, float] = transport.DEFAULT_TIMEOUT,
+        session: requests.Session | None = None,
+        tries: int = 3,
+        budget: float = transport.RETRY_BUDGET,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.api_url = api_url.rstrip("/")
+        self.auth = transport.HeaderAuth(token, header="PRIVATE-TOKEN")
+        self.timeout = timeout
+        self.session = session or transport.session(USER_AGENT)
+        self.tries = tries
+        self.budget = budget
+        self.monotonic = monotonic
+        self.sleep = sleep
+        # hook -> when its latest resends went (monotonic seconds), at most RESENDS_PER_WINDOW of them
+        self._resent: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    # -- hook events ------------------------------------------------------------------------------------
+
+    def hook_events(
+        self,
+        hook: str,
+        *,
+        status: str,
+        after_id: int | None = None,
+        since: datetime | None = None,
+        max_pages: int = transport.MAX_PAGES,
+    ) -> EventLog:
+        """The events of `hook` with `status`, newest first, newer than event `after_id` and (where GitLab lists
+        the time) made at or after `since`; pages are followed by `X-Next-Page` until one reaches back past
+        `after_id`, or `max_pages`. Raises `TransportError` when a page cannot be had or is not a list."""
+        log = EventLog()
+        page = 1
+        for _ in range(max_pages):
+            response = self._call(
+                "GET", f"{hook}/events", params={"status": status, "per_page": PER_PAGE, "page": page}
+            )
+            records = _json(response, f"events page {page} of {hook}")
+            if not isinstance(records, list):
+                raise TransportError(f"{TARGET}'s events page {page} of {hook} is not a list", permanent=True)
+            reached_back = False
+            for index, record in enumerate(records):
+                try:
+                    event = _event(record)
+                except ValueError as exc:
+                    log.malformed.append(f"{hook}: event record {index} of page {page}: {exc}")
+                    continue
+                if after_id is not None and event.id <= after_id:
+                    reached_back = True
+                    continue
+                if since is not None and event.created_at is not None and event.created_at < since:
+                    reached_back = True
+                    continue
+                log.events.append(event)
+            following = (response.headers.get("X-Next-Page") or "").strip()
+            if reached_back or not records or not following:
+                break
+            try:
+                page = int(following)
+            except ValueError:
+                raise TransportError(f"{TARGET}'s X-Next-Page of {hook} is not a page number", permanent=True) from None
+        return log
+
+    def resend(self, hook: str, event_id: int) -> None:
+        """Send event `event_id` of `hook` again. Paced: never a sixth resend to one hook within 60 s; a 429 waits
+        its `Retry-After` (at most a minute) and is tried once more."""
+        path = f"{hook}/events/{int(event_id)}/resend"
+        for attempt in (1, 2):
+            self._wait_for_room(hook)
+            try:
+                self._call("POST", path, tries=1)
+                return
+            except TransportError as exc:
+                if not exc.rate_limited or attempt == 2:
+                    raise
+                self.sleep(min(exc.retry_after if exc.retry_after is not None else RESEND_WINDOW, RESEND_WINDOW))
+
+    def _wait_for_room(self, hook: str) -> None:
+        with self._lock:
+            sent = self._resent.setdefault(hook, deque(maxlen=RESENDS_PER_WINDOW))
+            if len(sent) == RESENDS_PER_WINDOW:
+                wait = sent[0] + RESEND_WINDOW - self.monotonic()
+                if wait > 0:
+                    self.sleep(wait)
+            sent.append(self.monotonic())
+
+    # -- one call ---------------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, *, tries: int | None = None, **kwargs: Any) -> requests.Response:
+        return transport.call(
+            self.session,
+            method,
+            f"{self.api_url}/{path.lstrip('/')}",
+            target=TARGET,
+            timeout=self.timeout,
+            auth=self.auth,
+            tries=self.tries if tries is None else tries,
+            budget=self.budget,
+            read_error=error_for,
+            **kwargs,
+        )
+
+
+def error_for(response: requests.Response) -> TransportError | None:
+    status = response.status_code
+    detail = ""
+    if status == 404:
+        detail = " (no such project, hook or event, or the token may not see it)"
+    elif status in (400, 422):
+        detail = " (the request was refused)"
+    return transport.error_for(response, TARGET, detail=detail)
+
+
+def _json(response: requests.Response, what: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise TransportError(f"{TARGET}'s {what} is not JSON", permanent=True, status=response.status_code) from None
+
+
+def _header(headers: dict[str, Any], name: str) -> str | None:
+    for key, value in headers.items():
+        if isinstance(key, str) and key.lower() == name.lower() and isinstance(value, str):
+            text = value.strip()
+            return text if 0 < len(text) <= 150 and text.isprintable() else None
+    return None
+
+
+def _event(record: Any) -> HookEvent:
+    """One hook event record, or ValueError saying what it lacks."""
+    if not isinstance(record, dict):
+        raise ValueError("not an object")
+    ident = record.get("id")
+    if not isinstance(ident, int) or isinstance(ident, bool) or ident < 1:
+        raise ValueError("no numeric id")
+    headers = record.get("request_headers")
+    if not isinstance(headers, dict):
+        raise ValueError(f"event {ident} has no request_headers")
+    status = record.get("response_status")
+    if isinstance(status, int) and not isinstance(status, bool):
+        status = str(status)
+    if not isinstance(status, str) or not status:
+        raise ValueError(f"event {ident} has no response_status")
+    key, uuid = _header(headers, "Idempotency-Key"), _header(headers, "X-Gitlab-Event-UUID")
+    if key is None and uuid is None:
+        raise ValueError(f"event {ident} names no Idempotency-Key or X-Gitlab-Event-UUID")
+    trigger = record.get("trigger")
+    return HookEvent(
+        id=ident,
+        trigger=trigger if isinstance(trigger, str) and trigger else None,
+        response_status=status[:32],
+        idempotency_key=key,
+        event_uuid=uuid,
+        created_at=_time(record.get("created_at")),
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else None

@@ -1,0 +1,253 @@
+"""Reconciliation rows, the storage side of `domain/router/reconciliation.py` and `domain/ops/reconciler.py`: the
+delivery ids the service accepted, the ledger of gaps, and each hook's checkpoint (one `setting` row)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from peewee import fn
+
+from storage.models import AcceptedDelivery, ReconciliationGap, RouterDecision, Setting, Ticket
+from storage.paging import decode_cursor, page_of
+
+CHECKPOINTS = "reconciler.checkpoints"
+# How many ids one `IN (...)` carries: well below SQLite's and PostgreSQL's limits on bound values.
+_CHUNK = 200
+
+# -- accepted deliveries -----------------------------------------------------------------------------------
+
+
+def remember(sender: str, delivery: str, decision_id: int | None, *, at: datetime) -> None:
+    """Record that `sender`'s delivery `delivery` was accepted (kept as first seen when it already was)."""
+    AcceptedDelivery.insert(
+        sender=sender, delivery=delivery, decision=decision_id, received_at=at
+    ).on_conflict_ignore().execute()
+
+
+def known(sender: str, deliveries: Iterable[str]) -> set[str]:
+    """Which of `deliveries` the service accepted from `sender` (and still keeps)."""
+    wanted = list(dict.fromkeys(deliveries))
+    found: set[str] = set()
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        query = AcceptedDelivery.select(AcceptedDelivery.delivery).where(
+            (AcceptedDelivery.sender == sender) & AcceptedDelivery.delivery.in_(chunk)
+        )
+        found.update(row.delivery for row in query)
+    return found
+
+
+def forget_before(sender: str, before: datetime) -> int:
+    """Drop `sender`'s accepted deliveries received before `before`; how many were dropped."""
+    return (
+        AcceptedDelivery.delete()
+        .where((AcceptedDelivery.sender == sender) & (AcceptedDelivery.received_at < before))
+        .execute()
+    )
+
+
+# -- the ledger --------------------------------------------------------------------------------------------
+
+
+def gaps(sender: str, hook: str, guids: Iterable[str]) -> dict[str, ReconciliationGap]:
+    """The ledger rows of these guids of one hook, by guid."""
+    wanted = list(dict.fromkeys(guids))
+    found: dict[str, ReconciliationGap] = {}
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        query = ReconciliationGap.select().where(
+            (ReconciliationGap.sender == sender) & (ReconciliationGap.hook == hook) & ReconciliationGap.guid.in_(chunk)
+        )
+        found.update({row.guid: row for row in query})
+    return found
+
+
+def open_gap(
+    *,
+    sender: str,
+    hook: str,
+    delivery: str | None,
+    guid: str,
+    event: str | None,
+    state: str,
+    attempts: int,
+    detail: str,
+    at: datetime,
+) -> None:
+    """Enter a gap in the ledger (nothing changes when that sender's hook already has one for `guid`)."""
+    (
+        ReconciliationGap.insert(
+            sender=sender,
+            hook=hook,
+            delivery=delivery,
+            guid=guid,
+            event=event,
+            found_at=at,
+            updated_at=at,
+            state=state,
+            attempts=attempts,
+            detail=detail,
+        )
+        .on_conflict_ignore()
+        .execute()
+    )
+
+
+def update_gap(gap_id: int, *, was: str, state: str, attempts: int, detail: str, at: datetime, delivery=None) -> bool:
+    """Move one gap from state `was` (compare-and-swap: False when it had moved meanwhile)."""
+    changes: dict[Any, Any] = {
+        ReconciliationGap.state: state,
+        ReconciliationGap.attempts: attempts,
+        ReconciliationGap.detail: detail,
+        ReconciliationGap.updated_at: at,
+    }
+    if delivery is not None:
+        changes[ReconciliationGap.delivery] = delivery
+    updated = (
+        ReconciliationGap.update(changes)
+        .where((ReconciliationGap.id == gap_id) & (ReconciliationGap.state == was))
+        .execute()
+    )
+    return updated == 1
+
+
+def mark_recovered(sender: str, guid: str, *, at: datetime) -> int:
+    """The redelivery of `guid` arrived: its gaps (of any of the sender's hooks) asked for again are recovered."""
+    return (
+        ReconciliationGap.update(
+            {
+                ReconciliationGap.state: "recovered",
+                ReconciliationGap.updated_at: at,
+                ReconciliationGap.detail: "the redelivery arrived and was recorded",
+            }
+        )
+        .where(
+            (ReconciliationGap.sender == sender)
+            & (ReconciliationGap.guid == guid)
+            & ReconciliationGap.state.in_(("redelivered", "given_up"))
+        )
+        .execute()
+    )
+
+
+def hook_unreadable(sender: str, hook: str, detail: str, *, at: datetime) -> None:
+    """Enter (or bring up to date) the ledger's row saying a hook could not be read: one row per hook, its
+    `attempts` the runs that could not read it."""
+    row = (
+        ReconciliationGap.select()
+        .where(
+            (ReconciliationGap.sender == sender) & (ReconciliationGap.hook == hook) & ReconciliationGap.guid.is_null()
+        )
+        .order_by(ReconciliationGap.id.desc())
+        .first()
+    )
+    if row is None:
+        ReconciliationGap.insert(
+            sender=sender,
+            hook=hook,
+            delivery=None,
+            guid=None,
+            event=None,
+            found_at=at,
+            updated_at=at,
+            state="given_up",
+            attempts=1,
+            detail=detail,
+        ).execute()
+        return
+    ReconciliationGap.update(
+        {
+            ReconciliationGap.attempts: ReconciliationGap.attempts + 1,
+            ReconciliationGap.detail: detail,
+            ReconciliationGap.updated_at: at,
+            ReconciliationGap.state: "given_up",
+        }
+    ).where(ReconciliationGap.id == row.id).execute()
+
+
+def page(*, limit: int, cursor: str | None = None) -> tuple[list[ReconciliationGap], str | None]:
+    """The ledger newest first (by id); keyset-paged on the id."""
+    query = ReconciliationGap.select()
+    if cursor:
+        (before,) = decode_cursor(cursor, int)
+        query = query.where(ReconciliationGap.id < before)
+    rows = list(query.order_by(ReconciliationGap.id.desc()).limit(limit + 1))
+    return page_of(rows, limit, lambda g: [g.id])
+
+
+def count_in_state_since(state: str, since: datetime) -> int:
+    """How many gaps reached `state` since `since` (the decisions page: recovered this week)."""
+    return (
+        ReconciliationGap.select(fn.COUNT(ReconciliationGap.id))
+        .where((ReconciliationGap.state == state) & (ReconciliationGap.updated_at >= since))
+        .scalar()
+        or 0
+    )
+
+
+def in_state_since(state: str, since: datetime, *, limit: int) -> list[ReconciliationGap]:
+    """The newest gaps in `state` updated since `since`, newest first."""
+    return list(
+        ReconciliationGap.select()
+        .where((ReconciliationGap.state == state) & (ReconciliationGap.updated_at >= since))
+        .order_by(ReconciliationGap.updated_at.desc(), ReconciliationGap.id.desc())
+        .limit(limit)
+    )
+
+
+# -- the tracker's side -----------------------------------------------------------------------------------
+
+
+def tracked_issue_ids() -> list[str]:
+    """Every tracker issue the board's tickets track (`tracker_issue_id`), sorted."""
+    query = (
+        Ticket.select(Ticket.tracker_issue_id)
+        .where(Ticket.tracker_issue_id.is_null(False))
+        .distinct()
+        .order_by(Ticket.tracker_issue_id)
+    )
+    return [row.tracker_issue_id for row in query]
+
+
+def last_tracker_stage(subject_id: str) -> str | None:
+    """The stage the newest recorded tracker state change about `subject_id` led to (a webhook's, or one the
+    reconciler caught up as `poller`), or None when none was recorded."""
+    row = (
+        RouterDecision.select(RouterDecision.envelope)
+        .where(
+            (RouterDecision.subject_id == subject_id)
+            & (RouterDecision.kind == "state_changed")
+            & RouterDecision.source.in_(("tracker", "poller"))
+            & (RouterDecision.outcome != "rejected")
+        )
+        .order_by(RouterDecision.id.desc())
+        .first()
+    )
+    envelope = row.envelope if row is not None else None
+    transition = envelope.get("transition") if isinstance(envelope, dict) else None
+    stage = transition.get("to") if isinstance(transition, dict) else None
+    return stage if isinstance(stage, str) else None
+
+
+# -- checkpoints -------------------------------------------------------------------------------------------
+
+
+def checkpoints() -> dict[str, Any]:
+    """Each hook's checkpoint (what its next read starts from), by `sender:hook`."""
+    row = Setting.select(Setting.value).where(Setting.key == CHECKPOINTS).first()
+    return dict(row.value) if row is not None and isinstance(row.value, dict) else {}
+
+
+def save_checkpoints(values: dict[str, Any], *, at: datetime) -> None:
+    """Merge `values` into the stored checkpoints (read, then written, in the caller's transaction)."""
+    merged = {**checkpoints(), **values}
+    (
+        Setting.insert(key=CHECKPOINTS, value=merged, updated_at=at, updated_by="svc:reconciler")
+        .on_conflict(
+            conflict_target=[Setting.key],
+            update={Setting.value: merged, Setting.updated_at: at, Setting.updated_by: "svc:reconciler"},
+        )
+        .execute()
+    )
