@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from api.auth import FailedCredentials
+from api.auth import FAILURE_LIMIT, FailedCredentials
 
 BODY = {"key": "PORT-1", "initiative_id": "port", "title": "x"}
 
@@ -120,6 +120,69 @@ def test_repeated_failed_credentials_are_slowed_with_429(app_factory, config):
     assert locked.headers["retry-after"] == "60"  # the failures came at this very tick: a whole minute to wait
     ticks[0] += 61
     assert api.get("/api/v1/wallet").status_code == 200
+
+
+NO_CREDENTIALS = [
+    ("GET", "/api/v1/wallet", {}),  # basic
+    ("GET", "/api/v1/wallet", {"X-Svc-CI-Secret": ""}),  # an empty header gives nothing
+    ("GET", "/api/v1/agents/writing/config", {}),  # the CI secret
+    ("GET", "/api/v1/agents/runs", {}),  # either
+    ("POST", "/api/v1/webhooks/forge", {"X-GitHub-Event": "ping", "Content-Type": "application/json"}),
+    ("POST", "/api/v1/webhooks/tracker", {"Content-Type": "application/json"}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "headers"), NO_CREDENTIALS, ids=lambda v: str(v))
+def test_a_request_without_credentials_is_challenged_and_never_counted(app_factory, config, method, path, headers):
+    # A browser asks without credentials first, for the page and for every file it loads: challenges are not
+    # guesses. Three times the limit, and the right credentials still go through.
+    from fakes import FakeClock
+    from testclient import ApiClient
+
+    app = app_factory(config, failures=FailedCredentials(monotonic=lambda: 1000.0), clock=FakeClock())
+    api = ApiClient(app, basic="admin:correct-horse-battery", ci_secret="x" * 20)
+    for _ in range(3 * FAILURE_LIMIT):
+        challenged = api.request(method, path, auth=None, headers=headers, body=b"{}" if method == "POST" else None)
+        assert challenged.status_code == 401
+        assert challenged.json["detail"].startswith(("no credentials:", "no signature:")), challenged.json["detail"]
+    assert api.get("/api/v1/wallet").status_code == 200
+
+
+def test_no_password_and_a_wrong_password_say_which(api):
+    none = api.get("/api/v1/wallet", auth=None)
+    wrong = api.get("/api/v1/wallet", auth=None, headers=basic("admin:guess"))
+    unknown = api.get("/api/v1/wallet", auth=None, headers=basic("nobody:guess"))
+    bearer = api.get("/api/v1/wallet", auth=None, headers={"Authorization": "Bearer token"})
+    assert [r.status_code for r in (none, wrong, unknown, bearer)] == [401] * 4
+    assert all(r.headers["www-authenticate"].startswith('Basic realm="svc"') for r in (none, wrong, unknown, bearer))
+    assert none.json["detail"] == (
+        "no credentials: this endpoint needs HTTP basic credentials (a person's account, or SVC_BASIC_AUTH)"
+    )
+    assert wrong.json["detail"] == (
+        "wrong credentials: the user name or the password is wrong (or the account was removed). "
+        "This endpoint needs HTTP basic credentials (a person's account, or SVC_BASIC_AUTH)"
+    )
+    assert unknown.json["detail"] == wrong.json["detail"]  # which account names exist is not given away
+    assert bearer.json["detail"].startswith(
+        "wrong credentials: the Authorization header does not carry HTTP basic credentials."
+    )
+
+
+def test_no_ci_secret_and_a_wrong_one_say_which(api):
+    none = api.get("/api/v1/agents/writing/config", auth=None)
+    wrong = api.get("/api/v1/agents/writing/config", auth=None, headers={"X-Svc-CI-Secret": "guess-guess-guess"})
+    assert (none.status_code, wrong.status_code) == (401, 401)
+    needed = "the X-Svc-CI-Secret header with the CI webhook secret (SVC_CI_WEBHOOK_SECRET)"
+    assert none.json["detail"] == f"no credentials: this endpoint needs {needed}"
+    assert wrong.json["detail"] == (
+        f"wrong credentials: the X-Svc-CI-Secret header is not the CI webhook secret. This endpoint needs {needed}"
+    )
+    on_basic = api.get("/api/v1/wallet", auth=None, headers={"X-Svc-CI-Secret": "guess-guess-guess"})
+    assert "the X-Svc-CI-Secret header does not open it" in on_basic.json["detail"]
+
+
+def basic(user_password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(user_password.encode()).decode()}
 
 
 def test_secrets_are_not_echoed_in_error_bodies(api):
