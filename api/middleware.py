@@ -1,5 +1,5 @@
 """Middleware: request ids and access logs, a database connection per request, the body limit, and the guard
-that applies each operation's credentials and body schema before its responder runs."""
+that applies each operation's credentials, query parameters and body schema before its responder runs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from api.auth import Authenticator
 from api.body import read_json, read_raw
 from api.errors import Problem
 from api.operations import BASIC, Operation, changes_something
+from api.params import refuse_unknown
 from domain.outage import DatabaseOutage
 from storage.db import db
 
@@ -148,6 +149,8 @@ class Guard:
                     "(an operator can change it: svc user role NAME operator)",
                 )
         refuse_nul(req, params)
+        # Every endpoint alike, from its own declaration: a new resource gets it for free.
+        refuse_unknown(req, operation.query_names)
         if operation.raw_body:
             return
         if operation.request is not None:

@@ -10,7 +10,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from browser_kit import CI_SECRET, PASSWORD, USER
+from browser_kit import CI_SECRET, DESKTOP, PASSWORD, PHONE, USER, axe_violations
 from events_kit import example
 from processes import svc_user
 
@@ -289,3 +289,19 @@ def test_browsers_asking_without_credentials_first_are_never_locked_out(chromium
     assert answered.count(("/static/{name}", 200)) >= 3 * 20  # every page's stylesheet and two scripts
     # And this address is not locked out: the API still answers it with the right credentials.
     assert requests.get(server + "/api/v1/wallet", auth=(USER, PASSWORD), timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_misspelled_query_is_said_on_the_page_with_the_way_back(chromium, server, viewport):
+    context = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}, viewport=viewport)
+    page = context.new_page()
+    answer = page.goto(server + "/decisions?subject=PORT-1&outcome=blocked")
+    assert answer is not None and answer.status == 400
+    said = page.get_by_role("alert").filter(has_text="unknown query parameter")
+    expect(said).to_contain_text("unknown query parameter 'subject'; did you mean 'subject_id'?")
+    assert axe_violations(page) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    page.get_by_role("link", name="Open the page without it").click()
+    page.wait_for_url(server + "/decisions?outcome=blocked")
+    assert page.get_by_label("Outcome").input_value() == "blocked"
+    context.close()
