@@ -104,9 +104,9 @@ def _local_refs(node: Any, name: str) -> Any:
 
 
 LOCKOUT_DESCRIPTION = (
-    f"Too Many Requests: {FAILURE_LIMIT} failed credentials from this client address within {WINDOW:g} seconds "
-    "lock the address out of every operation that takes credentials, the right ones included, until the "
-    "window has passed (`Retry-After`)."
+    f"Too Many Requests: {FAILURE_LIMIT} failed credentials (wrong ones: a request without any is only challenged) "
+    f"from this client address within {WINDOW:g} seconds lock the address out of every operation that takes "
+    "credentials, the right ones included, until the window has passed (`Retry-After`)."
 )
 
 
