@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from requests.adapters import HTTPAdapter
 from slow_clients import Dribble
 
-from browser_kit import PASSWORD, USER, chromium_browser
+from browser_kit import PASSWORD, USER
 from processes import start_service
 
 pytestmark = pytest.mark.process
@@ -76,11 +76,6 @@ def test_the_documented_nginx_holds_a_slow_client_attack_away_from_the_service(t
     ]
     assert {line["client"] for line in requests_seen[:-2]} == {"127.0.0.1"}
     assert not [line for line in lines if line.get("logger") == "svc.server"]  # no connection it had to refuse
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    yield from chromium_browser()
 
 
 @pytest.mark.browser
