@@ -18,12 +18,28 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-# Installs the project itself (not editable), so tests and `svc` run what a wheel would ship.
-install: $(BIN)/python
-	$(PIP) install .
+# What the installed package is built from (pyproject.toml's packages, by folder, and what it reads). An install
+# is stamped, and done again only when one of these changed since: a file edited, added or removed (a folder's
+# own time moves then), so `make run` with nothing changed starts at once. tests/test_packaging.py holds the folders
+# to pyproject.toml's packages.
+PACKAGE_FOLDERS := svc clients api jobs domain integrations storage machines contracts examples
+PACKAGE_SOURCES := pyproject.toml README.md $(shell find $(PACKAGE_FOLDERS) -not -path '*/__pycache__*')
+INSTALLED := $(VENV)/.installed
+INSTALLED_TEST := $(VENV)/.installed-test
 
-install-test: $(BIN)/python
+# Installs the project itself (not editable), so tests and `svc` run what a wheel would ship.
+install: $(INSTALLED)
+
+install-test: $(INSTALLED_TEST)
+
+$(INSTALLED): $(BIN)/python $(PACKAGE_SOURCES)
+	$(PIP) install .
+	@touch $@
+
+# The test extra is the package and more: its install stands for the plain one too.
+$(INSTALLED_TEST): $(BIN)/python $(PACKAGE_SOURCES)
 	$(PIP) install '.[test]'
+	@touch $@ $(INSTALLED)
 
 run: install
 	$(BIN)/svc run

@@ -7,9 +7,11 @@ add`), checked by `PeopleCredentials`. Every identity carries a role; a viewer m
 
 Failed credentials are counted per client address: after `FAILURE_LIMIT` failures within `WINDOW` seconds,
 that address gets 429 with `Retry-After` until the window has passed. The count lives in this process; a wrong
-password for an account counts like any other failure. A correctly signed delivery outside its sender's replay
-window is refused later, when the router reads it (401 `stale-delivery`), and is not counted here: `api/errors.py`
-says why.
+password for an account counts like any other failure. Only credentials that were given and are wrong count: a
+request that gives none (no `Authorization` header; no CI secret header; no signature or token header of a
+sender) is challenged (401) and not counted, since that is how a browser asks first for every page and file
+before it sends the password it was given. A correctly signed delivery outside its sender's replay window is
+refused later, when the router reads it (401 `stale-delivery`), and is not counted here: `api/errors.py` says why.
 """
 
 from __future__ import annotations
@@ -297,9 +299,12 @@ class Authenticator:
             )
         identity = self._identify(req, scheme)
         if identity is None:
-            self.failures.record(address)
+            given = _given(req, scheme)
+            if given:  # wrong credentials count toward the lockout; a request that gave none is only challenged
+                self.failures.record(address)
             headers = {"WWW-Authenticate": REALM} if scheme in {BASIC, CI_OR_BASIC} else None
-            raise Problem(401, "unauthorized", _what_is_needed(scheme), headers=headers)
+            detail = _why_wrong(req, scheme, given, self.config) if given else _what_is_needed(req, scheme)
+            raise Problem(401, "unauthorized", detail, headers=headers)
         return identity
 
     def _identify(self, req: falcon.Request, scheme: str) -> Identity | None:
@@ -343,20 +348,77 @@ def _raw_body(req: falcon.Request) -> bytes:
     return getattr(req.context, "raw_body", None) or b""
 
 
-def _what_is_needed(scheme: str) -> str:
+# The headers that carry each scheme's credentials: a request with none of them gave no credentials at all.
+_CREDENTIAL_HEADERS = {
+    BASIC: ("Authorization",),
+    CI: (CI_HEADER,),
+    CI_OR_BASIC: ("Authorization", CI_HEADER),
+    FORGE_SIGNATURE: (github.SIGNATURE_HEADER, gitlab.TOKEN_HEADER),
+    TRACKER_SIGNATURE: (linear.SIGNATURE_HEADER,),
+}
+
+
+def _given(req: falcon.Request, scheme: str) -> tuple[str, ...]:
+    """The credential headers of `scheme` this request carries (with a value)."""
+    return tuple(name for name in _CREDENTIAL_HEADERS.get(scheme, ()) if req.get_header(name))
+
+
+_BASIC_WORDS = "HTTP basic credentials (a person's account, or SVC_BASIC_AUTH)"
+_CI_WORDS = f"the {CI_HEADER} header with the CI webhook secret (SVC_CI_WEBHOOK_SECRET)"
+_GITHUB_WORDS = (
+    f"a GitHub {github.SIGNATURE_HEADER} signature (the HMAC-SHA256 of the body) made with the GitHub webhook "
+    "secret (SVC_GITHUB_WEBHOOK_SECRET)"
+)
+_GITLAB_WORDS = f"a GitLab {gitlab.TOKEN_HEADER} equal to the GitLab webhook token (SVC_GITLAB_WEBHOOK_TOKEN)"
+_LINEAR_WORDS = (
+    f"a {linear.SIGNATURE_HEADER} signature (the HMAC-SHA256 of the body) made with the tracker webhook secret "
+    "(SVC_TRACKER_WEBHOOK_SECRET)"
+)
+
+
+def _what_is_needed(req: falcon.Request, scheme: str) -> str:
+    """The challenge: the request gave no credentials of the kind this endpoint takes (not counted as a failure)."""
     if scheme == FORGE_SIGNATURE:
-        return (
-            f"this endpoint needs a GitHub {github.SIGNATURE_HEADER} signature made with the GitHub webhook secret, "
-            f"or a GitLab {gitlab.TOKEN_HEADER} equal to the GitLab webhook token (a sender without a configured "
-            "secret: the endpoint refuses every delivery)"
-        )
+        return f"no signature: this delivery carries neither {_GITHUB_WORDS}, nor {_GITLAB_WORDS}"
     if scheme == TRACKER_SIGNATURE:
-        return (
-            f"this endpoint needs a {linear.SIGNATURE_HEADER} signature made with the tracker webhook secret "
-            "(an endpoint without a configured secret refuses every delivery)"
-        )
+        return f"no signature: this delivery carries no {linear.SIGNATURE_HEADER}; the endpoint needs {_LINEAR_WORDS}"
     if scheme == CI:
-        return f"this endpoint needs the {CI_HEADER} header with the CI webhook secret"
+        return f"no credentials: this endpoint needs {_CI_WORDS}"
     if scheme == CI_OR_BASIC:
-        return f"this endpoint needs HTTP basic credentials or the {CI_HEADER} header"
-    return "this endpoint needs HTTP basic credentials"
+        return f"no credentials: this endpoint needs {_BASIC_WORDS} or {_CI_WORDS}"
+    besides = f" (the {CI_HEADER} header does not open it)" if req.get_header(CI_HEADER) else ""
+    return f"no credentials: this endpoint needs {_BASIC_WORDS}{besides}"
+
+
+def _why_wrong(req: falcon.Request, scheme: str, given: tuple[str, ...], config: Config) -> str:
+    """What was wrong with the credentials the request gave (counted as a failure), naming the right ones."""
+    if scheme == FORGE_SIGNATURE:
+        # The signature decides when both are there (`deliveries.authenticate`): it is GitHub's or no one's.
+        if github.SIGNATURE_HEADER in given:
+            what = f"wrong signature: the {github.SIGNATURE_HEADER} does not match this body"
+            return _wrong_webhook(what, "GitHub", _GITHUB_WORDS, config.github_secret)
+        what = f"wrong token: the {gitlab.TOKEN_HEADER} is not the GitLab webhook token"
+        return _wrong_webhook(what, "GitLab", _GITLAB_WORDS, config.gitlab_token)
+    if scheme == TRACKER_SIGNATURE:
+        what = f"wrong signature: the {linear.SIGNATURE_HEADER} does not match this body"
+        return _wrong_webhook(what, "Linear", _LINEAR_WORDS, config.tracker_webhook_secret)
+    wrong = []
+    if "Authorization" in given:
+        kind = (req.get_header("Authorization") or "").partition(" ")[0]
+        wrong.append(
+            "the user name or the password is wrong (or the account was removed)"
+            if kind.lower() == "basic"
+            else "the Authorization header does not carry HTTP basic credentials"
+        )
+    if CI_HEADER in given:
+        wrong.append(f"the {CI_HEADER} header is not the CI webhook secret")
+    needed = {CI: _CI_WORDS, CI_OR_BASIC: f"{_BASIC_WORDS} or {_CI_WORDS}"}.get(scheme, _BASIC_WORDS)
+    return f"wrong credentials: {'; and '.join(wrong)}. This endpoint needs {needed}"
+
+
+def _wrong_webhook(what: str, sender: str, needed: str, secret: str | None) -> str:
+    if not secret:
+        return (
+            f"{what}: no secret for {sender} is configured here, so the endpoint refuses every delivery {sender} sends"
+        )
+    return f"{what}; the endpoint needs {needed}"

@@ -7,6 +7,8 @@ import logging
 import falcon
 
 from api import media
+from api.params import UnknownParameters
+from api.web import render
 from contracts import ContractViolation
 from domain.clock import iso
 from domain.errors import (
@@ -129,6 +131,14 @@ def _invalid_query(req, resp, exc: InvalidQuery, params):
     raise Problem(400, "bad-query", str(exc), errors=[{"path": exc.parameter, "message": str(exc)}])
 
 
+def _unknown_parameters(req, resp, exc: UnknownParameters, params):
+    operation = getattr(req.context, "operation", None)
+    if operation is not None and operation.content_type == render.HTML:
+        render.refused_query(req, resp, exc)  # a person reads a page saying so, not a problem document
+        return
+    raise Problem(400, "bad-query", str(exc), errors=exc.errors())
+
+
 def _invalid_cursor(req, resp, exc: InvalidCursor, params):
     raise Problem(400, "bad-query", f"cursor: {exc}", errors=[{"path": "cursor", "message": str(exc)}])
 
@@ -178,6 +188,7 @@ def register(app: falcon.App, outage: DatabaseOutage) -> None:
     app.add_error_handler(PreconditionFailed, _precondition_failed)
     app.add_error_handler(ContractViolation, _contract)
     app.add_error_handler(InvalidQuery, _invalid_query)
+    app.add_error_handler(UnknownParameters, _unknown_parameters)
     app.add_error_handler(InvalidCursor, _invalid_cursor)
     app.add_error_handler(IdempotencyMismatch, _idempotency)
     app.add_error_handler(StaleDelivery, _stale_delivery)

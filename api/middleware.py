@@ -1,5 +1,5 @@
 """Middleware: request ids and access logs, a database connection per request, the body limit, and the guard
-that applies each operation's credentials and body schema before its responder runs."""
+that applies each operation's credentials, query parameters and body schema before its responder runs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from api.auth import Authenticator
 from api.body import read_json, read_raw
 from api.errors import Problem
 from api.operations import BASIC, Operation, changes_something
+from api.params import refuse_unknown
 from domain.outage import DatabaseOutage
 from storage.db import db
 
@@ -29,18 +30,28 @@ _next_id = itertools.count(1).__next__
 
 
 def refuse_cross_site(req: falcon.Request) -> None:
-    """Browsers replay cached basic credentials on requests other sites make; refuse those (403).
+    """Browsers replay cached basic credentials on requests other sites make; refuse those (403), saying what did
+    not match.
 
-    Scripts and the CLI send no Origin; the web board's own requests are same-origin.
+    Scripts and the CLI send no Origin; the web board's own requests are same-origin. Behind a reverse proxy the
+    Host compared is the one the proxy passes on (or a trusted proxy's X-Forwarded-Host, `api/proxies.py`): a
+    proxy that drops the browser's port (nginx's `$host`) makes every change on the board look cross-site.
     """
     site = req.get_header("Sec-Fetch-Site")
     origin = req.get_header("Origin")
-    cross = site == "cross-site" or (
-        origin is not None
-        and (origin == "null" or urlsplit(origin).netloc.lower() != (req.get_header("Host") or "").lower())
-    )
-    if cross:
-        raise Problem(403, "cross-site", "requests from another site may not change anything here")
+    host = req.get_header("Host") or ""
+    why = None
+    if site == "cross-site":
+        why = f"the browser marked it cross-site (Sec-Fetch-Site: cross-site; Origin {origin or 'not sent'})"
+    elif origin == "null":
+        why = "its Origin is null (a sandboxed frame, a file or a redirect from another site)"
+    elif origin is not None and urlsplit(origin).netloc.lower() != host.lower():
+        why = (
+            f"its Origin {origin} is not this Host ({host or 'no Host header'}); behind a reverse proxy, pass on the "
+            "Host the browser sent, port included (nginx: proxy_set_header Host $http_host)"
+        )
+    if why is not None:
+        raise Problem(403, "cross-site", f"requests from another site may not change anything here: {why}")
 
 
 def refuse_nul(req: falcon.Request, params: dict) -> None:
@@ -148,6 +159,8 @@ class Guard:
                     "(an operator can change it: svc user role NAME operator)",
                 )
         refuse_nul(req, params)
+        # Every endpoint alike, from its own declaration: a new resource gets it for free.
+        refuse_unknown(req, operation.query_names)
         if operation.raw_body:
             return
         if operation.request is not None:

@@ -104,9 +104,9 @@ def _local_refs(node: Any, name: str) -> Any:
 
 
 LOCKOUT_DESCRIPTION = (
-    f"Too Many Requests: {FAILURE_LIMIT} failed credentials from this client address within {WINDOW:g} seconds "
-    "lock the address out of every operation that takes credentials, the right ones included, until the "
-    "window has passed (`Retry-After`)."
+    f"Too Many Requests: {FAILURE_LIMIT} failed credentials (wrong ones: a request without any is only challenged) "
+    f"from this client address within {WINDOW:g} seconds lock the address out of every operation that takes "
+    "credentials, the right ones included, until the window has passed (`Retry-After`)."
 )
 
 
@@ -242,7 +242,7 @@ def _request_media(media: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
     """The operation's own responses plus the problem answers its declaration implies."""
-    implied: dict[int, str] = {}
+    implied: dict[int, str | None] = {}
     if op.auth != PUBLIC:
         # Every operation behind credentials reads or writes the database: an outage answers 503.
         implied.update({401: "problem.json", 429: "problem.json", 503: "problem.json"})
@@ -253,8 +253,8 @@ def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
         implied.update({400: "problem.json", 413: "problem.json", 415: "problem.json", 422: "problem.json"})
     if op.if_match:
         implied[412] = "problem.json"
-    if any(p.location == "query" for p in op.params):
-        implied[400] = "problem.json"
+    # Every operation refuses a query parameter it does not declare (a page says so on a page).
+    implied[400] = None if op.content_type.startswith("text/html") else "problem.json"
     return {**implied, **op.responses}
 
 

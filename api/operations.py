@@ -7,6 +7,7 @@ drift from what the app enforces.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 # Credential schemes (see ../shared/CONTRACT.md, "Credentials").
@@ -72,6 +73,11 @@ class Operation:
     response_notes: dict[int, str] = field(default_factory=dict)
     # A POST that writes nothing (it takes a body only because the question does not fit a query string).
     changes_nothing: bool = False
+
+    @cached_property
+    def query_names(self) -> frozenset[str]:
+        """The query parameters this operation takes: any other is refused (400, `api/params.py`)."""
+        return frozenset(p.name for p in self.params if p.location == "query")
 
     def __post_init__(self) -> None:
         if self.auth not in SCHEMES:

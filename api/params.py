@@ -1,4 +1,5 @@
-"""Query parameters, checked: a bad value is a 400 naming the parameter.
+"""Query parameters, checked: a bad value is a 400 naming the parameter, and so is a parameter the operation does
+not declare (`Operation.params`, which the OpenAPI document shows).
 
 An empty value (`?stage=`, what an HTML form sends for an unset filter) is read as an absent parameter, for
 every optional query parameter alike; the OpenAPI document says so with `allowEmptyValue`.
@@ -6,6 +7,8 @@ every optional query parameter alike; the OpenAPI document says so with `allowEm
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from datetime import datetime
 
 import falcon
@@ -83,3 +86,38 @@ _TIMESTAMP_REFUSALS = {
     clock.BadTimestamp.NO_ZONE: "the timestamp needs a zone (Z or +hh:mm), got {raw!r}",
     clock.BadTimestamp.OUT_OF_RANGE: "the timestamp is out of range, got {raw!r}",
 }
+
+
+class UnknownParameters(Exception):
+    """Query parameters the operation does not take. A misspelled filter read as absent answers everything, which
+    looks right and is not (`?subject=PORT-12` for `subject_id`), so it is refused, naming the nearest it takes."""
+
+    def __init__(self, unknown: Iterable[str], known: Iterable[str]):
+        self.unknown = tuple(unknown)
+        self.known = tuple(sorted(known))
+        super().__init__(self.detail())
+
+    def hint(self, name: str) -> str:
+        nearest = difflib.get_close_matches(name, self.known, n=1)
+        if nearest:
+            return f"did you mean {nearest[0]!r}?"
+        if not self.known:
+            return "this takes no query parameters"
+        return f"this takes {', '.join(self.known)}"
+
+    def detail(self) -> str:
+        if len(self.unknown) == 1:
+            return f"unknown query parameter {self.unknown[0]!r}; {self.hint(self.unknown[0])}"
+        return "unknown query parameters " + "; ".join(f"{name!r} ({self.hint(name)})" for name in self.unknown)
+
+    def errors(self) -> list[dict[str, str]]:
+        return [{"path": name, "message": f"unknown query parameter; {self.hint(name)}"} for name in self.unknown]
+
+
+def refuse_unknown(req: falcon.Request, known: frozenset[str]) -> None:
+    """Raise `UnknownParameters` when the query names a parameter outside `known`."""
+    if not req.query_string:
+        return
+    unknown = [name for name in req.params if name not in known]
+    if unknown:
+        raise UnknownParameters(unknown, known)

@@ -33,6 +33,8 @@ def copy_sqlite(source: Path, target: Path, *, busy_timeout_ms: int = 10_000) ->
         raise BackupError(f"there is no database at {source}")
     if target.exists():
         raise BackupError(f"{target} exists already; give a new path (the backup never overwrites a file)")
+    if not target.parent.exists():
+        raise BackupError(f"there is no folder {target.parent}: create it first (mkdir -p {target.parent})")
     if not target.parent.is_dir():
         raise BackupError(f"{target.parent} is not a directory")
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")

@@ -4,6 +4,8 @@ validate, replay, backtest, reconcile."""
 from __future__ import annotations
 
 import argparse
+import difflib
+import errno
 import os
 import signal
 import subprocess
@@ -61,23 +63,39 @@ def warn_about_forge_secret(config: Config) -> None:
 
 
 @command("serve")
-def serve(args: argparse.Namespace, config: Config | None = None) -> int:
+def serve(args: argparse.Namespace) -> int:
+    listening(server_config(args), args.command).run()
+    return 0
+
+
+def listening(config: Config, name: str):
+    """The API and the web board, listening on their address, the banner printed; `.run()` serves them.
+
+    The address is taken before anything claims to serve: when it cannot be (a second `svc serve` or `svc run` on
+    a busy port), one line says so and the command exits 2.
+    """
     from api import create_app, proxies
     from svc import server as guarded
 
-    config = config or server_config(args)
     app = proxies.TrustedProxies.from_config(create_app(config), config)
+    try:
+        server = guarded.create_server(
+            app, limits=client_limits(config), host=config.host, port=config.port, **server_settings(config)
+        )
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = f"port {config.port} is in use (another svc?); set SVC_PORT or --port"
+        else:
+            why = f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}; set SVC_HOST or --host"
+        print(f"svc {name}: {why}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     print(
         f"svc: serving on http://{config.host}:{config.port} (database: {_describe_db(config.database_url)}); "
         f"{proxies.describe(config)}; per client address at most {config.max_connections_per_client} connections, "
         f"headers within {config.request_header_timeout:g} s, bodies at {config.request_body_min_rate:g} B/s or faster",
         flush=True,
     )
-    server = guarded.create_server(
-        app, limits=client_limits(config), host=config.host, port=config.port, **server_settings(config)
-    )
-    server.run()
-    return 0
+    return server
 
 
 def server_settings(config: Config) -> dict[str, Any]:
@@ -200,8 +218,10 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     # Credentials are generated once, here, before the child reads them. Both processes migrate the schema on
-    # start; the migration lock makes that safe.
+    # start; the migration lock makes that safe. The address is taken first: a second `svc run` on a busy port
+    # stops there, before it starts a second jobs process.
     config = server_config(args)
+    server = listening(config, args.command)
     stopping = threading.Event()
     child: list[subprocess.Popen] = []
 
@@ -227,7 +247,8 @@ def run(args: argparse.Namespace) -> int:
     threading.Thread(target=supervise, name="jobs-supervisor", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *a: (stop(), sys.exit(0)))
     try:
-        return serve(args, config=config)
+        server.run()
+        return 0
     finally:
         stop()
         for proc in child:
@@ -472,10 +493,54 @@ def _describe_db(url: str) -> str:
     return f"PostgreSQL at {parts.hostname}:{parts.port or 5432}{parts.path}"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, saying more of what went wrong: a mistyped command is answered with the nearest one (`svc sever`:
+    did you mean serve?), and an unknown option with the usage of the command it was given to, not the top level's.
+    Every sub-command's parser is one of these (argparse makes them of the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.commands: argparse.Action | None = None
+
+    def add_subparsers(self, **kwargs: Any):
+        self.commands = super().add_subparsers(**kwargs)
+        return self.commands
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        self._refuse_unknown_command(args)
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            # Here, in the parser of the command they were given to: its usage is the one that helps.
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+    def _refuse_unknown_command(self, args: list[str]) -> None:
+        # The command is the first word that is not an option: no parser with commands here takes an option with a
+        # value before its command.
+        word = next((arg for arg in args if not arg.startswith("-")), None)
+        if self.commands is None or word is None or word in self.commands.choices:
+            return
+        names = list(self.commands.choices)
+        nearest = difflib.get_close_matches(word, names, n=1)
+        hint = f"did you mean {nearest[0]}?" if nearest else f"the commands: {', '.join(names)}"
+        self.error(f"unknown command {word!r}; {hint}")
+
+
+def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("svc-delivery")
+    except PackageNotFoundError:
+        return "(not installed: run from a checkout)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from clients import notify_hook
 
-    parser = argparse.ArgumentParser(prog="svc", description="Delivery coordination service")
+    parser = Parser(prog="svc", description="Delivery coordination service")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("serve", "run"):
         p = sub.add_parser(

@@ -229,3 +229,21 @@ def db_session(app):
 
     with connection():
         yield
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One browser per test process (each xdist worker has its own), for every browser test wherever it lives:
+    Playwright's sync API runs one at a time in a process. Every test opens its own contexts in it."""
+    from browser_kit import chromium_browser
+
+    yield from chromium_browser()
+
+
+@pytest.fixture
+def chromium(browser):
+    """The browser, for one test: whatever contexts the test leaves open (a failure before its `context.close()`)
+    are closed after it, so no page of one test goes on asking a server while the next one runs."""
+    yield browser
+    for context in browser.contexts:
+        context.close()

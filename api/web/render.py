@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode
 
 import falcon
 
@@ -17,6 +18,8 @@ from machines.ticket import menu as ticket_menu
 
 if TYPE_CHECKING:
     from jinja2 import Environment
+
+    from api.params import UnknownParameters
 
 HTML = "text/html"
 
@@ -74,7 +77,7 @@ def environment() -> Environment:
     return env
 
 
-def page(resp: falcon.Response, template: str, *, now: datetime, **context) -> None:
+def page(resp: falcon.Response, template: str, *, now: datetime | None, **context) -> None:
     context["now"] = now
     resp.content_type = falcon.MEDIA_HTML
     resp.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
@@ -82,6 +85,23 @@ def page(resp: falcon.Response, template: str, *, now: datetime, **context) -> N
     resp.set_header("Referrer-Policy", "same-origin")
     resp.set_header("Cache-Control", "no-store")
     resp.text = environment().get_template(template).render(**context)
+
+
+def refused_query(req: falcon.Request, resp: falcon.Response, refusal: UnknownParameters) -> None:
+    """A page asked for with a query parameter it does not take (`api/params.py`): a page saying so, 400, with a
+    link to the same page without what it cannot read."""
+    query = parse_qsl(req.query_string, keep_blank_values=True)
+    kept = [(name, value) for name, value in query if name not in refusal.unknown]
+    path = "/" + req.path.lstrip("/")  # never `//host`, which a browser would read as another site
+    page(
+        resp,
+        "refused_query.html",
+        now=None,
+        refused=str(refusal),
+        without=path + ("?" + urlencode(kept) if kept else ""),
+        **signed_in(req),
+    )
+    resp.status = falcon.HTTP_400
 
 
 # -- what every page declares and says about who is looking (pages.py, router_right.py) -------------------

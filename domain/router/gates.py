@@ -144,7 +144,7 @@ def agreement_gate(given: GateInput) -> Verdict:
         return False, f"initiative {initiative} is not on the board"
     if stage in AGREED_INITIATIVE_STAGES:
         return True, f"initiative {initiative} is {stage}"
-    return False, f"initiative {initiative} is {stage}, not yet agreed (active or done)"
+    return False, f"initiative {initiative} is at {stage}, not yet agreed"
 
 
 def budget_gate(given: GateInput) -> Verdict:

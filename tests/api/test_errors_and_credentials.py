@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from api.auth import FailedCredentials
+from api.auth import FAILURE_LIMIT, FailedCredentials
 
 BODY = {"key": "PORT-1", "initiative_id": "port", "title": "x"}
 
@@ -122,6 +122,69 @@ def test_repeated_failed_credentials_are_slowed_with_429(app_factory, config):
     assert api.get("/api/v1/wallet").status_code == 200
 
 
+NO_CREDENTIALS = [
+    ("GET", "/api/v1/wallet", {}),  # basic
+    ("GET", "/api/v1/wallet", {"X-Svc-CI-Secret": ""}),  # an empty header gives nothing
+    ("GET", "/api/v1/agents/writing/config", {}),  # the CI secret
+    ("GET", "/api/v1/agents/runs", {}),  # either
+    ("POST", "/api/v1/webhooks/forge", {"X-GitHub-Event": "ping", "Content-Type": "application/json"}),
+    ("POST", "/api/v1/webhooks/tracker", {"Content-Type": "application/json"}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "headers"), NO_CREDENTIALS, ids=lambda v: str(v))
+def test_a_request_without_credentials_is_challenged_and_never_counted(app_factory, config, method, path, headers):
+    # A browser asks without credentials first, for the page and for every file it loads: challenges are not
+    # guesses. Three times the limit, and the right credentials still go through.
+    from fakes import FakeClock
+    from testclient import ApiClient
+
+    app = app_factory(config, failures=FailedCredentials(monotonic=lambda: 1000.0), clock=FakeClock())
+    api = ApiClient(app, basic="admin:correct-horse-battery", ci_secret="x" * 20)
+    for _ in range(3 * FAILURE_LIMIT):
+        challenged = api.request(method, path, auth=None, headers=headers, body=b"{}" if method == "POST" else None)
+        assert challenged.status_code == 401
+        assert challenged.json["detail"].startswith(("no credentials:", "no signature:")), challenged.json["detail"]
+    assert api.get("/api/v1/wallet").status_code == 200
+
+
+def test_no_password_and_a_wrong_password_say_which(api):
+    none = api.get("/api/v1/wallet", auth=None)
+    wrong = api.get("/api/v1/wallet", auth=None, headers=basic("admin:guess"))
+    unknown = api.get("/api/v1/wallet", auth=None, headers=basic("nobody:guess"))
+    bearer = api.get("/api/v1/wallet", auth=None, headers={"Authorization": "Bearer token"})
+    assert [r.status_code for r in (none, wrong, unknown, bearer)] == [401] * 4
+    assert all(r.headers["www-authenticate"].startswith('Basic realm="svc"') for r in (none, wrong, unknown, bearer))
+    assert none.json["detail"] == (
+        "no credentials: this endpoint needs HTTP basic credentials (a person's account, or SVC_BASIC_AUTH)"
+    )
+    assert wrong.json["detail"] == (
+        "wrong credentials: the user name or the password is wrong (or the account was removed). "
+        "This endpoint needs HTTP basic credentials (a person's account, or SVC_BASIC_AUTH)"
+    )
+    assert unknown.json["detail"] == wrong.json["detail"]  # which account names exist is not given away
+    assert bearer.json["detail"].startswith(
+        "wrong credentials: the Authorization header does not carry HTTP basic credentials."
+    )
+
+
+def test_no_ci_secret_and_a_wrong_one_say_which(api):
+    none = api.get("/api/v1/agents/writing/config", auth=None)
+    wrong = api.get("/api/v1/agents/writing/config", auth=None, headers={"X-Svc-CI-Secret": "guess-guess-guess"})
+    assert (none.status_code, wrong.status_code) == (401, 401)
+    needed = "the X-Svc-CI-Secret header with the CI webhook secret (SVC_CI_WEBHOOK_SECRET)"
+    assert none.json["detail"] == f"no credentials: this endpoint needs {needed}"
+    assert wrong.json["detail"] == (
+        f"wrong credentials: the X-Svc-CI-Secret header is not the CI webhook secret. This endpoint needs {needed}"
+    )
+    on_basic = api.get("/api/v1/wallet", auth=None, headers={"X-Svc-CI-Secret": "guess-guess-guess"})
+    assert "the X-Svc-CI-Secret header does not open it" in on_basic.json["detail"]
+
+
+def basic(user_password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(user_password.encode()).decode()}
+
+
 def test_secrets_are_not_echoed_in_error_bodies(api):
     result = api.get("/api/v1/wallet", auth=None, headers={"X-Svc-CI-Secret": "guess-guess-guess"})
     assert "guess-guess-guess" not in result.text
@@ -129,14 +192,37 @@ def test_secrets_are_not_echoed_in_error_bodies(api):
 
 
 @pytest.mark.parametrize(
-    "headers",
-    [{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Origin": "null"}],
+    ("headers", "why"),
+    [
+        (
+            {"Origin": "https://evil.example"},
+            "its Origin https://evil.example is not this Host (falconframework.org); behind a reverse proxy, pass on "
+            "the Host the browser sent, port included (nginx: proxy_set_header Host $http_host)",
+        ),
+        (
+            {"Sec-Fetch-Site": "cross-site"},
+            "the browser marked it cross-site (Sec-Fetch-Site: cross-site; Origin not sent)",
+        ),
+        ({"Origin": "null"}, "its Origin is null"),
+        # What a proxy that drops the port does (nginx's `Host $host` behind https://host:8443): said so.
+        (
+            {"Origin": "https://svc.example:8443", "Host": "svc.example"},
+            "its Origin https://svc.example:8443 is not this Host (svc.example)",
+        ),
+    ],
 )
-def test_cross_site_requests_cannot_ride_on_cached_basic_credentials(api, initiative, headers):
+def test_cross_site_requests_cannot_ride_on_cached_basic_credentials(api, initiative, headers, why):
     api.post("/api/v1/tickets", json=BODY)
     result = api.post("/api/v1/tickets/PORT-1/cancel", headers=headers)
     assert result.status_code == 403
+    assert result.json["detail"].startswith("requests from another site may not change anything here: " + why)
     assert api.get("/api/v1/tickets/PORT-1").json["stage"] == "agreement"
+
+
+def test_a_change_through_a_proxy_that_keeps_the_port_is_same_site(api, initiative):
+    api.post("/api/v1/tickets", json=BODY)
+    through = {"Origin": "https://svc.example:8443", "Host": "svc.example:8443", "Sec-Fetch-Site": "same-origin"}
+    assert api.post("/api/v1/tickets/PORT-1/cancel", headers=through).status_code == 200
 
 
 def test_same_origin_browser_requests_are_allowed(api, initiative):

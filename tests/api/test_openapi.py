@@ -1,5 +1,6 @@
 """The OpenAPI document tells the truth about the app's routes."""
 
+import base64
 import json
 
 import pytest
@@ -90,8 +91,9 @@ def test_every_operation_that_takes_credentials_documents_the_lockout_and_the_se
             assert "failed credentials" in lockout["description"], (method, path)
             assert lockout["headers"]["Retry-After"]["required"] is True, (method, path)
             assert lockout["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/problem"}
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"admin:guess").decode()}
     for _ in range(2):
-        assert api.get("/api/v1/tickets", auth=None).status_code == 401
+        assert api.get("/api/v1/tickets", auth=None, headers=wrong).status_code == 401
     # Locked out, the right credentials included; the client checks the answer against the document.
     locked = api.get("/api/v1/tickets")
     assert locked.status_code == 429 and int(locked.headers["Retry-After"]) >= 1

@@ -655,6 +655,60 @@ def test_webhook_failures_count_towards_the_lockout(app_factory, config_factory,
     assert send(api, "tracker", body, linear_headers("x1", body)).status_code == 429
 
 
+def test_deliveries_without_a_signature_are_refused_but_not_counted(app_factory, config_factory, clock):
+    # A hook set up without its secret sends no signature at all: that is a missing credential, not a guess, and
+    # a lockout would refuse the same sender's correctly signed deliveries.
+    api = make_api(app_factory, config_factory)
+    body = linear_body(STARTED, at=clock.now)
+    unsigned = {k: v for k, v in linear_headers("x1", body).items() if k != "Linear-Signature"}
+    for _ in range(30):
+        assert send(api, "tracker", body, unsigned).status_code == 401
+    assert send(api, "tracker", body, linear_headers("x1", body)).status_code == 202
+    assert len(decisions(api)) == 1
+
+
+def test_a_wrong_signature_and_none_say_which_and_name_the_right_secret(api, clock):
+    body = raw_example("payloads/github/pull_request.opened.json")
+    github = github_headers("pull_request", "d1", body)
+    wrong_github = github_headers("pull_request", "d1", body, secret="not-the-github-secret-at-all")
+    wrong_gitlab = gitlab_headers("Merge Request Hook", "u1", token="not-the-gitlab-token-at-all")
+    neither = {k: v for k, v in github.items() if k != "X-Hub-Signature-256"}
+    github_words = (
+        "a GitHub X-Hub-Signature-256 signature (the HMAC-SHA256 of the body) made with the GitHub webhook "
+        "secret (SVC_GITHUB_WEBHOOK_SECRET)"
+    )
+    gitlab_words = "a GitLab X-Gitlab-Token equal to the GitLab webhook token (SVC_GITLAB_WEBHOOK_TOKEN)"
+    answers = {
+        name: send(api, "forge", body, headers)
+        for name, headers in (("github", wrong_github), ("gitlab", wrong_gitlab), ("neither", neither))
+    }
+    assert {name: a.status_code for name, a in answers.items()} == dict.fromkeys(answers, 401)
+    assert answers["github"].json["detail"] == (
+        f"wrong signature: the X-Hub-Signature-256 does not match this body; the endpoint needs {github_words}"
+    )
+    assert answers["gitlab"].json["detail"] == (
+        f"wrong token: the X-Gitlab-Token is not the GitLab webhook token; the endpoint needs {gitlab_words}"
+    )
+    assert answers["neither"].json["detail"] == (
+        f"no signature: this delivery carries neither {github_words}, nor {gitlab_words}"
+    )
+    tracker = linear_body(STARTED, at=clock.now)
+    wrong_linear = send(api, "tracker", tracker, linear_headers("x1", tracker, secret="wrong-wrong-wrong-wrong"))
+    unsigned = {k: v for k, v in linear_headers("x1", tracker).items() if k != "Linear-Signature"}
+    no_linear = send(api, "tracker", tracker, unsigned)
+    linear_words = (
+        "a Linear-Signature signature (the HMAC-SHA256 of the body) made with the tracker webhook secret "
+        "(SVC_TRACKER_WEBHOOK_SECRET)"
+    )
+    assert wrong_linear.json["detail"] == (
+        f"wrong signature: the Linear-Signature does not match this body; the endpoint needs {linear_words}"
+    )
+    assert no_linear.json["detail"] == (
+        f"no signature: this delivery carries no Linear-Signature; the endpoint needs {linear_words}"
+    )
+    assert decisions(api) == []
+
+
 # -- Linear: the replay window ------------------------------------------------------------------------------------
 
 

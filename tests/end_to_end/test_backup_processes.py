@@ -123,6 +123,19 @@ def test_a_backup_never_overwrites_a_file(tmp_path):
     assert not (tmp_path / "copy.sqlite3").exists()
 
 
+def test_a_backup_into_a_folder_that_does_not_exist_says_so(tmp_path):
+    live = migrated_sqlite(tmp_path)
+    made = backup(tmp_path, live, tmp_path / "backups" / "copy.sqlite3")
+    folder = tmp_path / "backups"
+    assert made.returncode == 1
+    assert made.stderr == f"svc backup: there is no folder {folder}: create it first (mkdir -p {folder})\n"
+    (tmp_path / "a-file").write_text("")
+    under_a_file = backup(tmp_path, live, tmp_path / "a-file" / "copy.sqlite3")
+    assert under_a_file.returncode == 1 and f"{tmp_path / 'a-file'} is not a directory" in under_a_file.stderr
+    folder.mkdir()
+    assert backup(tmp_path, live, folder / "copy.sqlite3").returncode == 0
+
+
 def test_on_postgresql_it_says_to_use_pg_dump_and_exits_non_zero(tmp_path, session_database_url):
     url = session_database_url or "postgresql://svc@db.invalid:5432/svc"
     made = backup(tmp_path, url, tmp_path / "copy.dump")

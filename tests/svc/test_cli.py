@@ -1,7 +1,12 @@
-"""The `svc` command's own decisions (what its subcommands do is tested through real processes elsewhere)."""
+"""The `svc` command's own decisions (what its subcommands do is tested through real processes elsewhere), and what
+the installed `svc` says when it cannot do what it was asked: a busy port, a mistyped command or option."""
 
 import os
+import socket
 import subprocess
+from importlib.metadata import version
+
+import pytest
 
 from domain.config import Config
 from svc.cli import jobs_grace_seconds
@@ -27,3 +32,58 @@ def test_a_reader_that_goes_away_early_ends_svc_quietly(tmp_path):
         os.close(write_end)
     assert "Traceback" not in done.stderr.decode() and "BrokenPipeError" not in done.stderr.decode()
     assert done.returncode == 1
+
+
+def run_svc(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    values = {"SVC_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", **env}
+    return subprocess.run([SVC, *args], env=svc_env(**values), capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("command", ["serve", "run"])
+def test_a_second_server_on_a_busy_port_says_so_in_one_line_before_claiming_to_serve(tmp_path, command):
+    with socket.socket() as taken:  # what a first `svc serve` holds
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        second = run_svc(tmp_path, command, SVC_PORT=str(port))
+        flag = run_svc(tmp_path, command, "--port", str(port))  # the same port from the command line
+    assert second.returncode == 2
+    assert second.stderr == f"svc {command}: port {port} is in use (another svc?); set SVC_PORT or --port\n"
+    assert "serving on" not in second.stdout and "jobs process" not in second.stdout  # nothing was started
+    assert flag.returncode == 2
+    assert flag.stderr == f"svc {command}: port {port} is in use (another svc?); set SVC_PORT or --port\n"
+
+
+def test_svc_version_prints_the_installed_version():
+    done = subprocess.run([SVC, "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"svc {version('svc-delivery')}\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["sever"], "svc: error: unknown command 'sever'; did you mean serve?"),
+        (["backtst", "--since", "x"], "svc: error: unknown command 'backtst'; did you mean backtest?"),
+        (["user", "ad", "alice"], "svc user: error: unknown command 'ad'; did you mean add?"),
+        (["frobnicate"], "svc: error: unknown command 'frobnicate'; the commands: serve, run, jobs, migrate,"),
+    ],
+)
+def test_a_mistyped_command_is_told_the_nearest_one(tmp_path, args, said):
+    done = run_svc(tmp_path, *args)
+    assert done.returncode == 2
+    assert said in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "usage", "unknown"),
+    [
+        (["backup", "--bogus", "copy.sqlite3"], "usage: svc backup [-h] PATH", "--bogus"),
+        (["serve", "--prot", "8081"], "usage: svc serve [-h] [--host HOST] [--port PORT]", "--prot 8081"),
+        (["user", "add", "alice", "--role", "viewer", "--zzz"], "usage: svc user add [-h] --role", "--zzz"),
+    ],
+)
+def test_an_unknown_option_prints_the_usage_of_its_own_command(tmp_path, args, usage, unknown):
+    done = run_svc(tmp_path, *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(usage), done.stderr
+    assert done.stderr.endswith(f"error: unrecognized arguments: {unknown}\n"), done.stderr

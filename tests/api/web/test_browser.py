@@ -4,11 +4,13 @@ filter the router decisions page; at phone width and with the keyboard too. Sign
 board offers no action at all; with an operator's, the operator acts and the timeline names them. (Every other
 action a person takes on the page, the live refresh and the accessibility check: test_browser_actions.py.)"""
 
+import logging
+
 import pytest
 import requests
 from playwright.sync_api import expect
 
-from browser_kit import CI_SECRET, PASSWORD, USER
+from browser_kit import CI_SECRET, DESKTOP, PASSWORD, PHONE, USER, axe_violations
 from events_kit import example
 from processes import svc_user
 
@@ -260,4 +262,46 @@ def test_the_decisions_page_works_at_phone_width_with_the_keyboard(chromium, rou
     assert page.url == server + "/tickets/PORT-2"
     assert page.locator(".ticket-decisions li.decision").count() == 4
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    context.close()
+
+
+def test_browsers_asking_without_credentials_first_are_never_locked_out(chromium, server, caplog):
+    """A browser asks without credentials first and sends the password only when challenged. Challenges are not
+    failures: people opening the board from one address (an office behind one NAT, or one person in fresh
+    windows), well past the lockout's ten challenges, are never refused (the lockout itself, for wrong passwords:
+    test_errors_and_credentials.py)."""
+    from api.auth import FAILURE_LIMIT
+
+    caplog.set_level(logging.INFO, logger="svc.access")
+    for _ in range(4):
+        for path in ("/", "/initiatives", "/decisions", "/tickets/PORT-1", "/decisions/try"):
+            context = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD})
+            page = context.new_page()
+            answer = page.goto(server + path)
+            assert answer is not None and answer.status == 200, (path, answer and answer.status)
+            page.wait_for_load_state("load")  # its stylesheet and scripts too
+            context.close()
+    # What the server answered (a browser's own challenges never reach the page's events).
+    answered = [(record.route, record.status) for record in caplog.records if record.name == "svc.access"]
+    statuses = [status for _, status in answered]
+    assert statuses.count(401) > 2 * FAILURE_LIMIT, f"the browsers were challenged {statuses.count(401)} times only"
+    assert 429 not in statuses
+    assert answered.count(("/static/{name}", 200)) >= 3 * 20  # every page's stylesheet and two scripts
+    # And this address is not locked out: the API still answers it with the right credentials.
+    assert requests.get(server + "/api/v1/wallet", auth=(USER, PASSWORD), timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_misspelled_query_is_said_on_the_page_with_the_way_back(chromium, server, viewport):
+    context = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}, viewport=viewport)
+    page = context.new_page()
+    answer = page.goto(server + "/decisions?subject=PORT-1&outcome=blocked")
+    assert answer is not None and answer.status == 400
+    said = page.get_by_role("alert").filter(has_text="unknown query parameter")
+    expect(said).to_contain_text("unknown query parameter 'subject'; did you mean 'subject_id'?")
+    assert axe_violations(page) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    page.get_by_role("link", name="Open the page without it").click()
+    page.wait_for_url(server + "/decisions?outcome=blocked")
+    assert page.get_by_label("Outcome").input_value() == "blocked"
     context.close()

@@ -4,7 +4,9 @@ plain GET form, keyset pages, links to ticket pages; and a ticket page's own rec
 from __future__ import annotations
 
 import copy
+import html
 from html.parser import HTMLParser
+from urllib.parse import urlencode
 
 import pytest
 
@@ -195,6 +197,69 @@ def test_a_filter_value_the_form_never_sends_is_refused_on_a_page(routed):
     cut = routed.get("/decisions?cursor=zz")
     assert cut.status_code == 400 and cut.headers["content-type"].startswith("text/html")
     assert "cursor: not a link to older decisions this page made" in cut.text
+
+
+def test_a_misspelled_filter_is_said_on_a_page_with_a_link_to_the_page_without_it(routed):
+    # `?subject=` for `subject_id` answered every subject's decisions, which looked right: now the page says so.
+    result = routed.get("/decisions?subject=PORT-12&outcome=no_action")
+    assert result.status_code == 400
+    assert result.headers["content-type"].startswith("text/html")  # a page answers a page
+    said = Page(result.text)
+    assert "unknown query parameter 'subject'; did you mean 'subject_id'?" in html.unescape(result.text)
+    assert said.decisions == []
+    assert "/decisions?outcome=no_action" in said.links  # the same page, without what it cannot read
+    assert routed.get("/?refresh=1").status_code == 400  # every page alike
+    assert "'refresh'; this takes no query parameters" in html.unescape(routed.get("/?refresh=1").text)
+
+
+class Targets(HTMLParser):
+    """The addresses a page sends a person to: its links, and each GET form's action with every field it sends."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.urls: list[str] = []
+        self._form: list | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a" and (attrs.get("href") or "").startswith("/"):
+            self.urls.append(html.unescape(attrs["href"]))
+        if tag == "form" and (attrs.get("method") or "").lower() == "get":
+            self._form = [attrs["action"], []]
+        if tag in ("input", "select", "textarea") and self._form is not None and attrs.get("name"):
+            self._form[1].append((attrs["name"], attrs.get("value") or ""))
+
+    def handle_endtag(self, tag):
+        if tag == "form" and self._form is not None:
+            action, fields = self._form
+            self.urls.append(action + "?" + urlencode(fields))
+            self._form = None
+
+
+def test_every_link_and_form_of_the_pages_sends_only_what_its_target_takes(routed):
+    """The board's own links and forms (filters, older pages, the scorecard's numbers and window, Try a policy)
+    never send a query parameter their target does not declare: each is followed, and none is refused."""
+    batch = []
+    for n in range(55):
+        envelope = copy.deepcopy(example(MAPPING + "2-forge-synchronized-agent-await-ci.json"))
+        envelope["id"] = f"github:push-{n}"
+        batch.append(envelope)
+    assert routed.post("/api/v1/events", json={"events": batch}, auth="ci").json["accepted"] == 55
+    pages = ["/", "/initiatives", "/decisions", "/decisions?outcome=no_action", "/tickets/PORT-12", "/tickets/NOPE-1"]
+    pages += ["/decisions/try", "/decisions/behind?number=rule:coder:pending&window_seconds=3600", "/decisions/1"]
+    followed = set()
+    for address in pages:
+        shown = routed.get(address)
+        assert shown.status_code in (200, 404), (address, shown.status_code)
+        for url in Targets(shown.text).urls:
+            if "?" not in url or url in followed:
+                continue
+            followed.add(url)
+            assert routed.get(url).status_code != 400, (address, url)
+    assert any("cursor=" in url for url in followed) and any("subject_id=" in url for url in followed)
+    assert any(url.startswith("/decisions?window_seconds=") for url in followed)
+    assert any(url.startswith("/decisions/try?allowlist=") for url in followed)
 
 
 def test_every_control_has_a_label(routed):

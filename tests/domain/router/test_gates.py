@@ -48,7 +48,7 @@ def test_the_boards_initiative_wins_over_the_envelopes_claim():
     assert result.gates[1] == {
         "gate": "agreement",
         "passed": False,
-        "reason": "initiative later is agree, not yet agreed (active or done)",
+        "reason": "initiative later is at agree, not yet agreed",
     }
 
 
