@@ -213,6 +213,25 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "taken_up_at": AT,
         }
     ],
+    # Schema version 5: the sender's names are short (a made-up "accepted_delivery-1" would not fit).
+    "accepted_delivery": [
+        {"sender": "github", "delivery": "guid-1", "decision_id": 1, "received_at": AT},
+        {"sender": "gitlab", "delivery": "key-1", "decision_id": None, "received_at": AT},
+    ],
+    "reconciliation_gap": [
+        {
+            "sender": "github",
+            "hook": "repos/acme/site/hooks/1",
+            "delivery": "101",
+            "guid": "guid-2",
+            "event": "pull_request",
+            "found_at": AT,
+            "updated_at": AT,
+            "state": "redelivered",
+            "attempts": 1,
+            "detail": "",
+        }
+    ],
 }
 # The stage counts a database gets from its tickets (migration 2 fills them from the tickets of a version 1 one).
 STAGE_COUNTS = {"queued": 2, "execute": 1, "human_test": 1}
