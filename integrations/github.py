@@ -52,12 +52,6 @@ class HookDelivery:
     def answered_2xx(self) -> bool:
         return 200 <= self.status_code < 300
 
-    @property
-    def refused(self) -> bool:
-        """The receiver refused it on purpose: a 4xx other than a timeout (408) or a rate limit (429), which
-        asking again would only meet again."""
-        return 400 <= self.status_code < 500 and self.status_code not in (408, 429)
-
 
 @dataclass
 class DeliveryLog:

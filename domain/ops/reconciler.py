@@ -8,9 +8,8 @@ finds what the service never accepted (`storage/reconciliation.py` keeps the ids
 
 - GitHub, each hook of `SVC_GITHUB_HOOKS`: its deliveries, grouped by `guid`. A guid none of whose deliveries got
   a 2xx and that the service never accepted is redelivered once a run, at most 3 times in all (then `given_up`),
-  at most `SVC_RECONCILE_MAX` a run. One that got a 4xx other than 408 or 429 was refused by us on purpose (a bad
-  signature, a payload we cannot read): it is listed as `refused_by_us` and never asked for again, since asking
-  again would be refused again.
+  at most `SVC_RECONCILE_MAX` a run, whatever it got (the contract's rule: a delivery refused for a wrong secret
+  is recovered once the hook's secret is put right, since GitHub signs each attempt with the hook's secret).
 - GitLab, each hook of `SVC_GITLAB_HOOKS`: its `server_failure` events are resent the same way (paced by
   `integrations/gitlab.py` within GitLab's five a minute); its `client_failure` events are `refused_by_us`.
 - Linear: the board's tracked issues updated since the checkpoint; a state change no tracker event recorded is
@@ -323,9 +322,12 @@ class Reconciler:
 
     def _record_ask(self, sender, hook, guid, gap, row, state, attempts, detail, at) -> None:
         with transaction():
+            was = row.state if row is not None else None
             if state == "redelivered" and reconciliation.known(sender, [guid]):
-                # The sender delivered it again before this line: it arrived, and was recorded.
+                # The sender delivered it again before this line: it arrived, was recorded, and its arrival already
+                # marked the gap recovered (`mark_recovered`); this ask still counts among its attempts.
                 state, detail = "recovered", f"{detail}; the redelivery arrived and was recorded"
+                was = "recovered"
             if row is None:
                 reconciliation.open_gap(
                     sender=sender,
@@ -341,7 +343,7 @@ class Reconciler:
             else:
                 reconciliation.update_gap(
                     row.id,
-                    was=row.state,
+                    was=was,
                     state=state,
                     attempts=attempts,
                     detail=detail,
@@ -394,7 +396,7 @@ def _github_gap(attempts: list[HookDelivery]) -> _Gap:
     latest = attempts[0]
     got = f"status {latest.status_code}" if latest.status_code else "no answer"
     event = f"{latest.event}.{latest.action}" if latest.event and latest.action else latest.event
-    return _Gap(latest.id, event[:64] if event else None, latest.refused, f"GitHub's delivery got {got}")
+    return _Gap(latest.id, event[:64] if event else None, False, f"GitHub's delivery got {got}")
 
 
 def _since(checkpoint: Any, now: datetime, kept: timedelta) -> datetime:

@@ -161,6 +161,30 @@ def test_a_guid_never_accepted_is_asked_for_three_times_then_given_up(world):
     assert "Given up" in page and guid in page
 
 
+def test_a_github_delivery_refused_for_a_wrong_secret_is_asked_for_again_and_recovered_once_put_right(world):
+    # The contract's rule for GitHub: a guid none of whose deliveries got a 2xx is asked for again, whatever it
+    # got; GitHub signs each attempt with the hook's secret, so once that is put right, the redelivery is accepted.
+    payload = example("payloads/github/pull_request.opened.json")
+    payload["pull_request"]["number"] = 21
+    body = json.dumps(payload).encode()
+    guid = str(uuid.uuid4())
+    world.github.hook(HOOK)
+    wrong = github_headers("pull_request", guid, body, secret="the-hooks-old-secret-0123456789")
+    assert world.github.send(HOOK, "pull_request", "opened", wrong, body) == 401
+
+    assert world.run().asked == 1
+    (gap,) = world.ledger()
+    assert (gap["guid"], gap["state"], gap["attempts"]) == (guid, "redelivered", 1)
+    assert world.decisions() == []
+
+    world.github.hook(HOOK).sent[guid].headers.update(github_headers("pull_request", guid, body))
+    world.clock.advance(minutes=10)
+    assert world.run().asked == 1
+    (gap,) = world.ledger()
+    assert (gap["state"], gap["attempts"]) == ("recovered", 2)
+    assert len(world.decisions()) == 1
+
+
 def test_no_more_than_the_runs_maximum_is_asked_for_and_the_rest_comes_next_run(world):
     world.service.down = True
     for number in range(10, 13):
