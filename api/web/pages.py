@@ -366,16 +366,17 @@ def _query_value(value: str | datetime) -> str:
 
 
 class Static:
-    """The board's CSS and JavaScript, from the installed package; only the files listed here are served."""
+    """The board's CSS, JavaScript and icon, from the installed package; only the files listed here are served."""
 
     FILES = {
         "board.css": "text/css; charset=utf-8",
         "board.js": "text/javascript; charset=utf-8",
         "idiomorph.min.js": "text/javascript; charset=utf-8",
+        "favicon.svg": "image/svg+xml",
     }
     operations = {
         "GET": Operation(
-            "The board's stylesheet and script",
+            "The board's stylesheet, script and icon",
             responses={200: None, 404: "problem.json"},
             params=(Param("name", {"type": "string", "enum": sorted(FILES)}, location="path", required=True),),
             tags=("web board",),
@@ -385,10 +386,28 @@ class Static:
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         if name not in self.FILES:
             raise falcon.HTTPNotFound()
-        resp.content_type = self.FILES[name]
+        self.send(resp, name)
+
+    @classmethod
+    def send(cls, resp: falcon.Response, name: str) -> None:
+        resp.content_type = cls.FILES[name]
         resp.set_header("Cache-Control", "private, max-age=300")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.data = resources.files("api.web").joinpath("static", name).read_bytes()
+
+
+class Favicon:
+    """`/favicon.ico`, where a browser looks for an icon whatever the page links: the board's own (an SVG, which
+    browsers read by its type, not by the name's ending)."""
+
+    operations = {
+        "GET": Operation(
+            "The board's icon (SVG), where browsers look for one", responses={200: None}, tags=("web board",)
+        )
+    }
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        Static.send(resp, "favicon.svg")
 
 
 def routes(services) -> list[tuple[str, object]]:
@@ -400,4 +419,5 @@ def routes(services) -> list[tuple[str, object]]:
         ("/tickets/{key}", TicketPage(board, services.router, clock)),
         ("/decisions", DecisionsPage(board, services.router, clock)),
         ("/static/{name}", Static()),
+        ("/favicon.ico", Favicon()),
     ]
