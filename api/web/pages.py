@@ -12,7 +12,7 @@ import falcon
 import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
-from api.web import bays, decisions, freshness, router_right
+from api.web import bays, decisions, freshness, router_right, timeline
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
@@ -26,7 +26,7 @@ from storage.paging import InvalidCursor
 
 RECENT_RUNS = 20
 DECISIONS_PER_PAGE = 50
-DECISIONS_ON_TICKET = 5
+TIMELINE_PER_PAGE = 50
 INITIATIVES_PER_PAGE = 50
 INITIATIVES_TO_CHOOSE_FROM = 500
 TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
@@ -180,14 +180,15 @@ class InitiativesPage:
 
 
 class TicketPage:
-    """A ticket, its timeline, and the router's latest decisions about it."""
+    """A ticket, and its timeline: its own entries and the router's decisions about it, newest first."""
 
     operations = {
         "GET": _html(
-            "A ticket, its timeline and the router's latest decisions about it (an unknown key: a page saying so)",
+            "A ticket and its timeline: its entries and the router's decisions about it, newest first (an unknown "
+            "key: a page saying so)",
             params=(
                 Param("key", {"type": "string"}, location="path", required=True),
-                Param("cursor", {"type": "string"}, "Older entries."),
+                Param("cursor", {"type": "string"}, "Older entries and decisions."),
             ),
             statuses=(200, 404),
         )
@@ -215,10 +216,8 @@ class TicketPage:
             page(resp, "no_ticket.html", now=now, key=key, **signed_in(req))
             resp.status = falcon.HTTP_404
             return
-        entries, after = self.board.timeline(key, limit=50, cursor=req.get_param("cursor") or None)
-        recent, more = self.router.decisions(
-            limit=DECISIONS_ON_TICKET, cursor=None, outcome=None, source=None, subject_id=key, since=None
-        )
+        cursor = req.get_param("cursor") or None
+        happened, after = timeline.history(self.board, self.router, key, limit=TIMELINE_PER_PAGE, cursor=cursor)
         page(
             resp,
             "ticket.html",
@@ -226,11 +225,10 @@ class TicketPage:
             etag=tag,
             waiting_choices=WAITING_ON,
             ticket=ticket,
-            entries=entries,
+            happened=happened,
             next_cursor=after,
+            first_page=cursor is None,
             writing_key=WRITING_TICKET_KEY,
-            decisions=[decisions.describe(row, {key}) for row in recent],
-            more_decisions=more is not None,
             **signed_in(req),
         )
 

@@ -410,12 +410,18 @@ def test_every_page_has_no_axe_violations(chromium, server, viewport):
     fill_the_board(server)
     context, page = open_page(chromium, server + "/", viewport=viewport)
     found, widths = {}, {}
-    for path in ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/WRITING-DAILY", "/tickets/NOPE-1"]:
+    # Each decision's own page too: the decisions page lists them a line each, their gates and envelopes are there.
+    ids = [d["id"] for d in api_get(server, "/api/v1/router/decisions")["decisions"]]
+    decision_pages = [f"/decisions/{ident}" for ident in ids]
+    pages = ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/WRITING-DAILY", "/tickets/NOPE-1"]
+    envelopes = 0
+    for path in pages + decision_pages:
         page.goto(server + path)
         open_everything(page)
         found[path] = axe_violations(page)
         widths[path] = page.evaluate("document.documentElement.scrollWidth")
-    assert page.goto(server + "/decisions") and page.locator("li.decision details.envelope").count() == 4
+        envelopes += page.locator("li.decision details.envelope").count() if path in decision_pages else 0
+    assert len(decision_pages) == 4 and envelopes == 4
     # Nothing scrolls sideways, whatever the columns hold.
     assert {path: width for path, width in widths.items() if width > viewport["width"]} == {}
     # The board with what the script adds: a menu open, the new-ticket form open, a refusal shown beside it.
