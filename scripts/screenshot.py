@@ -5,12 +5,13 @@ temporary data directory and a free port (nothing of
 `./var` or `$DATABASE_URL` is touched), opens the pages in headless Chromium (Debian's, driven by Playwright)
 and writes PNG files:
 
-- `board.png`: the board at a laptop's width, 1280 px (Needs-you, the agents strip, every column in view);
+- `board.png`: the board at a laptop's width, 1280 px (Needs-you and the agents side by side, the stage strip,
+  the columns from the first screen on);
 - `board-phone.png`: the top of the board at phone width;
-- `decisions.png`: the router decisions page;
+- `decisions.png`: the router decisions page, from its filters down: a line a decision;
 - `initiatives.png`: the initiatives, their tickets' counts and the controls that agree them;
-- `ticket.png`: the ticket page of PORT-9: its timeline (a failed bay wipe, the release, a tracker close that
-  failed) and the router's decisions about it.
+- `ticket.png`: the ticket page of PORT-9: its timeline, the ticket's entries (a failed bay wipe, the release, a
+  tracker close that failed) and the router's decisions about it in one list.
 
 Usage: `python scripts/screenshot.py [--out docs] [--chromium /usr/bin/chromium]` (run with the virtualenv's
 Python, where `svc` and Playwright are installed).
@@ -30,6 +31,8 @@ import time
 from pathlib import Path
 
 import requests
+
+from svc.demo import DEMO_ALLOWLIST
 
 USER = "demo"
 # A throwaway server: fresh credentials each run, never written anywhere but its temporary directory.
@@ -67,6 +70,8 @@ def service_env(data_dir: Path, port: int) -> dict[str, str]:
         SVC_BASIC_AUTH=f"{USER}:{PASSWORD}",
         SVC_CI_WEBHOOK_SECRET=CI_SECRET,
         SVC_LOG_LEVEL="WARNING",
+        # As docs/board.md starts the demo and the service: the policy the story is written for, in force for both.
+        SVC_ROUTER_ALLOWLIST=",".join(sorted(DEMO_ALLOWLIST)),
     )
     return env
 
@@ -99,13 +104,16 @@ def shoot(base: str, out: Path, chromium: str) -> list[Path]:
         try:
             desktop = browser.new_context(http_credentials=credentials, viewport=DESKTOP, device_scale_factor=1)
             page = desktop.new_page()
-            for name, path, full in (
-                ("board.png", "/", True),
-                ("decisions.png", "/decisions", False),
-                ("initiatives.png", "/initiatives", False),
-                ("ticket.png", "/tickets/PORT-9", False),
+            # (file, page, the whole page or the window, what to scroll to the top of the window first)
+            for name, path, full, top in (
+                ("board.png", "/", True, None),
+                ("decisions.png", "/decisions", False, "form.filters[role=search]"),
+                ("initiatives.png", "/initiatives", False, None),
+                ("ticket.png", "/tickets/PORT-9", False, None),
             ):
                 page.goto(base + path, wait_until="networkidle")
+                if top:
+                    page.locator(top).evaluate("element => element.scrollIntoView()")
                 target = out / name
                 page.screenshot(path=str(target), full_page=full)
                 written.append(target)

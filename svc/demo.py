@@ -18,8 +18,10 @@ they cause is done by the real code, exactly as in production:
 Only what would leave the machine is stood in for: chat posts are recorded, not sent (as with no
 `DISCORD_WEBHOOK_URL`); the tracker close is answered by `SimulatedLinear` (one closed, one issue Linear does
 not know); bay wipes are recorded only, except one wipe that runs a real command which fails (`umount ... busy`),
-so the slot steward's retry shows. The router judges with the demo's own allowlist (`DEMO_ALLOWLIST`), so
-every outcome occurs: `would_dispatch`, `blocked`, `no_action`, `rejected`.
+so the slot steward's retry shows. The router judges with the policy in force (`policy_in_force`), which the
+service started as documented keeps applying: the story is written for `DEMO_ALLOWLIST` (docs/board.md starts
+the demo and the service with it), under which every outcome occurs: `would_dispatch`, `blocked`, `no_action`,
+`rejected`.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ from domain.ops.agents import OpsAgents
 from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
 from domain.ops.schedules import AGENTS
 from domain.router import scorecard
+from domain.router.backtest import Report, backtest
 from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
+from domain.router.gates import Policy
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
 from domain.router.shadow import ShadowRouter
@@ -60,8 +64,9 @@ from storage.db import connection
 # (a test holds them byte for byte to the originals).
 EXAMPLES = resources.files("svc") / "examples"
 DEMO_SITE = "https://blog.example.com"
-# Who the router lets through in the demo: Ada (a person on the board), Ada in Linear, the coding agent on
-# GitHub, GitHub's and GitLab's CI, and the poller. Grace and the service's own CI user are left off.
+# The allowlist the story is written for: Ada (a person on the board), Ada in Linear, the coding agent on GitHub,
+# GitHub's and GitLab's CI, and the poller. Grace and the service's own CI user are left off, so that every outcome
+# occurs. docs/board.md starts both the demo and the service with it (SVC_ROUTER_ALLOWLIST).
 ADA_LINEAR = "linear:6d3a8c8e-3b1f-4b9e-a2c4-9f7d1e2b3c4d"
 DEMO_ALLOWLIST = frozenset(
     {"svc:ada", ADA_LINEAR, "github:svc-coder[bot]", "github:github-actions", "gitlab:gitlab-ci", "svc:poller"}
@@ -116,12 +121,34 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Suggestion:
+    """A backtest the demo suggests, with what it found: run as printed, `svc backtest` finds the same."""
+
+    command: str
+    report: Report
+
+    def words(self) -> str:
+        report = self.report
+        if not report.flipped:
+            return f"`{self.command}` flips none of the {report.evaluated} decisions"
+        gates = [(gate, n) for gate, n in report.flips_by_gate.items() if n]
+        because = (
+            f"all on the {gates[0][0]} gate"
+            if len(gates) == 1 and gates[0][1] == report.flipped
+            else "by gate: " + ", ".join(f"{gate} {n}" for gate, n in gates)
+        )
+        return f"`{self.command}` flips {report.flipped} of the {report.evaluated} decisions, {because}"
+
+
+@dataclass(frozen=True)
 class Filled:
-    """What the demo left in the database."""
+    """What the demo left in the database, the policy it judged with, and the backtest it suggests."""
 
     rows: dict[str, int]
     outcomes: dict[str, int]
     end: datetime
+    policy: Policy
+    suggestion: Suggestion
 
 
 class SimulatedLinear:
@@ -154,16 +181,28 @@ class DemoBays:
         return bays.wipe(slot, command=None, timeout=30)
 
 
-def demo_config(config: Config) -> Config:
-    """The configuration the demo runs under: nothing leaves the machine, every router outcome can occur."""
+def policy_in_force(config: Config) -> Policy:
+    """The router's policy the demo judges with and leaves in force: the one place that says which.
+
+    Until the router's policy is kept in the database, the policy in force is the environment's
+    (SVC_ROUTER_ALLOWLIST, SVC_RETRY_BUDGET, and a fleet of one), read again by every `svc` process started with the
+    same environment; so the demo judges with exactly that, and `svc run`, `svc backtest` and "Try a policy"
+    started as documented apply the policy its decisions record: under it nothing flips. Once the database keeps
+    the policy, this is where the demo sets the database's policy to the one the story is written for
+    (`DEMO_ALLOWLIST`) and returns it."""
+    return Policy.from_config(config)
+
+
+def demo_config(config: Config, policy: Policy) -> Config:
+    """The configuration the demo runs under: nothing leaves the machine; the router applies `policy`."""
     return dataclasses.replace(
         config,
         discord_webhook_url=None,
         staging_url=None,
         tracker_api_key="demo: answered by SimulatedLinear, never sent",
         bay_wipe_command=None,
-        router_allowlist=DEMO_ALLOWLIST,
-        retry_budget_per_day=2,
+        router_allowlist=policy.allowlist,
+        retry_budget_per_day=policy.retry_budget,
         poller_window_minutes=30,
         ops_scheduler="jobs",
         site_url=config.site_url or DEMO_SITE,
@@ -181,9 +220,15 @@ def fill(config: Config, *, end: datetime, force: bool = False) -> Filled:
             )
         if force:
             reset.empty()
-        story = Story(demo_config(config), end)
+        policy = policy_in_force(config)
+        story = Story(demo_config(config, policy), end)
         story.play()
-        return Filled(reset.row_counts(), decisions.count_by_outcome(), end)
+        # What one more bay would have let through: the question the fleet gate's scorecard row raises.
+        fleet = policy.fleet_size + 1
+        suggestion = Suggestion(
+            f"svc backtest --fleet-size {fleet}", backtest(policy.changed(fleet_size=fleet), list_at_most=0)
+        )
+        return Filled(reset.row_counts(), decisions.count_by_outcome(), end, policy, suggestion)
 
 
 class Story:
@@ -550,9 +595,28 @@ def run(config: Config, *, force: bool, end: datetime, out: TextIO, err: TextIO)
         f"svc demo: now `svc run` (the web board, the API and the jobs process, which finishes bay releases) with "
         f"the same environment, and open http://{config.host}:{config.port}/ (the credentials are in "
         f"{config.data_dir / 'credentials.env'} unless SVC_BASIC_AUTH is set).\n"
-        f"svc demo: the router judged with SVC_ROUTER_ALLOWLIST={','.join(sorted(DEMO_ALLOWLIST))}; run with it set "
-        "so, and the decisions page says whether the router was right and lets you try another policy (or: svc "
-        "backtest --fleet-size 2).",
+        f"svc demo: {_policy_words(filled.policy)}\n"
+        f'svc demo: the decisions page says whether the router was right, and its "Try a policy" starts from the '
+        f"policy in force, where nothing flips; what would one more bay change? {filled.suggestion.words()}.",
         file=out,
     )
     return 0
+
+
+def _policy_words(policy: Policy) -> str:
+    """Which policy the router judged with, said so that a person runs the service under the same one."""
+    allowlist = ",".join(sorted(policy.allowlist))
+    said = (
+        f"the router judged with the policy in force, SVC_ROUTER_ALLOWLIST='{allowlist}' and "
+        f"SVC_RETRY_BUDGET={policy.retry_budget} (policy {policy.version}), which `svc run` and `svc backtest` "
+        "apply when started with the same environment."
+    )
+    if policy.allowlist == DEMO_ALLOWLIST:
+        return said
+    story = ",".join(sorted(DEMO_ALLOWLIST))
+    if not policy.allowlist:
+        said += " With no allowlist, every decision but the rejected envelopes is blocked on authorization."
+    return (
+        f"{said} The story is written for SVC_ROUTER_ALLOWLIST='{story}', under which every outcome occurs: "
+        "set it, then `svc demo --force` and `svc run` (docs/board.md)."
+    )

@@ -1,6 +1,6 @@
 """How a router decision (a row of `storage/decisions.py`) reads on the web board: its outcome in words (shadow mode:
-"would dispatch", never "dispatched"), a symbol beside the colour, each gate's verdict spelled out, and a link to
-the subject's ticket page when the subject is a ticket on the board."""
+"would dispatch", never "dispatched"), a symbol beside the colour, its rule, each gate's verdict spelled out (in a
+list, the failed ones alone), and a link to the subject's ticket page when the subject is a ticket on the board."""
 
 from __future__ import annotations
 
@@ -35,16 +35,26 @@ class Gate:
 @dataclass(frozen=True)
 class DecisionView:
     row: RouterDecision
-    headline: str  # "would dispatch coder", "blocked (coder)", "no action", "rejected"
+    headline: str  # "would dispatch coder", "blocked: coder not dispatched", "no action", "rejected"
     symbol: str
     gates: list[Gate]
     ticket_link: str | None
     actor: str | None
     errors: list[dict[str, Any]]
+    # The matched rule's name when the decision records one, else its role; None when no rule matched.
+    rule: str | None
 
     @property
     def failed(self) -> list[Gate]:
         return [g for g in self.gates if not g.passed]
+
+    @property
+    def outcome_words(self) -> str:
+        """The outcome alone, for a line that names the rule beside it ("would dispatch coder" keeps its role:
+        shadow mode says what it would dispatch)."""
+        if self.row.outcome == "would_dispatch":
+            return self.headline
+        return OUTCOME_WORDS.get(self.row.outcome, self.row.outcome)
 
 
 def _actor(envelope: Any) -> str | None:
@@ -80,4 +90,6 @@ def describe(row: RouterDecision, on_board: set[str]) -> DecisionView:
         ticket_link=f"/tickets/{row.subject_id}" if row.subject_id in on_board else None,
         actor=_actor(row.envelope),
         errors=[e for e in (row.errors or []) if isinstance(e, dict)] if row.outcome == "rejected" else [],
+        # Decisions record their matched rule's name once the router's rules are data; until then, the role.
+        rule=getattr(row, "rule", None) or row.role,
     )

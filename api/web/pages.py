@@ -12,7 +12,7 @@ import falcon
 import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
-from api.web import bays, decisions, freshness, router_right
+from api.web import bays, decisions, freshness, router_right, timeline
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
@@ -26,7 +26,7 @@ from storage.paging import InvalidCursor
 
 RECENT_RUNS = 20
 DECISIONS_PER_PAGE = 50
-DECISIONS_ON_TICKET = 5
+TIMELINE_PER_PAGE = 50
 INITIATIVES_PER_PAGE = 50
 INITIATIVES_TO_CHOOSE_FROM = 500
 TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
@@ -180,14 +180,15 @@ class InitiativesPage:
 
 
 class TicketPage:
-    """A ticket, its timeline, and the router's latest decisions about it."""
+    """A ticket, and its timeline: its own entries and the router's decisions about it, newest first."""
 
     operations = {
         "GET": _html(
-            "A ticket, its timeline and the router's latest decisions about it (an unknown key: a page saying so)",
+            "A ticket and its timeline: its entries and the router's decisions about it, newest first (an unknown "
+            "key: a page saying so)",
             params=(
                 Param("key", {"type": "string"}, location="path", required=True),
-                Param("cursor", {"type": "string"}, "Older entries."),
+                Param("cursor", {"type": "string"}, "Older entries and decisions."),
             ),
             statuses=(200, 404),
         )
@@ -215,10 +216,8 @@ class TicketPage:
             page(resp, "no_ticket.html", now=now, key=key, **signed_in(req))
             resp.status = falcon.HTTP_404
             return
-        entries, after = self.board.timeline(key, limit=50, cursor=req.get_param("cursor") or None)
-        recent, more = self.router.decisions(
-            limit=DECISIONS_ON_TICKET, cursor=None, outcome=None, source=None, subject_id=key, since=None
-        )
+        cursor = req.get_param("cursor") or None
+        happened, after = timeline.history(self.board, self.router, key, limit=TIMELINE_PER_PAGE, cursor=cursor)
         page(
             resp,
             "ticket.html",
@@ -226,11 +225,10 @@ class TicketPage:
             etag=tag,
             waiting_choices=WAITING_ON,
             ticket=ticket,
-            entries=entries,
+            happened=happened,
             next_cursor=after,
+            first_page=cursor is None,
             writing_key=WRITING_TICKET_KEY,
-            decisions=[decisions.describe(row, {key}) for row in recent],
-            more_decisions=more is not None,
             **signed_in(req),
         )
 
@@ -366,16 +364,17 @@ def _query_value(value: str | datetime) -> str:
 
 
 class Static:
-    """The board's CSS and JavaScript, from the installed package; only the files listed here are served."""
+    """The board's CSS, JavaScript and icon, from the installed package; only the files listed here are served."""
 
     FILES = {
         "board.css": "text/css; charset=utf-8",
         "board.js": "text/javascript; charset=utf-8",
         "idiomorph.min.js": "text/javascript; charset=utf-8",
+        "favicon.svg": "image/svg+xml",
     }
     operations = {
         "GET": Operation(
-            "The board's stylesheet and script",
+            "The board's stylesheet, script and icon",
             responses={200: None, 404: "problem.json"},
             params=(Param("name", {"type": "string", "enum": sorted(FILES)}, location="path", required=True),),
             tags=("web board",),
@@ -385,10 +384,28 @@ class Static:
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         if name not in self.FILES:
             raise falcon.HTTPNotFound()
-        resp.content_type = self.FILES[name]
+        self.send(resp, name)
+
+    @classmethod
+    def send(cls, resp: falcon.Response, name: str) -> None:
+        resp.content_type = cls.FILES[name]
         resp.set_header("Cache-Control", "private, max-age=300")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.data = resources.files("api.web").joinpath("static", name).read_bytes()
+
+
+class Favicon:
+    """`/favicon.ico`, where a browser looks for an icon whatever the page links: the board's own (an SVG, which
+    browsers read by its type, not by the name's ending)."""
+
+    operations = {
+        "GET": Operation(
+            "The board's icon (SVG), where browsers look for one", responses={200: None}, tags=("web board",)
+        )
+    }
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        Static.send(resp, "favicon.svg")
 
 
 def routes(services) -> list[tuple[str, object]]:
@@ -400,4 +417,5 @@ def routes(services) -> list[tuple[str, object]]:
         ("/tickets/{key}", TicketPage(board, services.router, clock)),
         ("/decisions", DecisionsPage(board, services.router, clock)),
         ("/static/{name}", Static()),
+        ("/favicon.ico", Favicon()),
     ]

@@ -1,15 +1,21 @@
-"""How a timeline entry (a row of `storage/timeline.py`) reads on a ticket page: a label in words, a symbol and a tone
-(never colour alone), and the facts of its `data` a person looks for — the receipt's status, the stage change, the
-slot and its wipe, the tracker close's result — and who did it ("by alice"). Every kind the service writes has a row
-here; an unknown kind still reads as words."""
+"""A ticket page's timeline: the ticket's own entries and the router's decisions about it, merged into one list,
+newest first (`history`); and how an entry (a row of `storage/timeline.py`) reads there: a label in words, a symbol
+and a tone (never colour alone), and the facts of its `data` a person looks for — the receipt's status, the stage
+change, the slot and its wipe, the tracker close's result — and who did it ("by alice"). Every kind the service
+writes has a row here; an unknown kind still reads as words."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
+from api.web import decisions
 from storage.models import TimelineEntry
+from storage.paging import decode_cursor, encode_cursor
 
 OK, BAD, WARN, INFO = "ok", "bad", "warn", "info"
 SYMBOLS = {OK: "✓", BAD: "✗", WARN: "!", INFO: "•"}
@@ -181,3 +187,58 @@ def describe(entry: TimelineEntry) -> EntryView:
     described = view(data) if view is not None else EntryView(entry.kind.replace("_", " ").capitalize(), INFO)
     actor = data.get("actor")
     return replace(described, actor=actor) if isinstance(actor, str) and actor else described
+
+
+# -- the timeline a ticket page shows: its entries and the router's decisions about it, merged ---------------------
+
+# Where a page's cursor leaves each of the two lists: "" from the newest, END when it has nothing older.
+END = "~"
+
+
+@dataclass(frozen=True)
+class Happened:
+    """One item of a ticket page's timeline: a timeline entry, or a router decision about the ticket."""
+
+    at: datetime
+    entry: TimelineEntry | None = None
+    decision: decisions.DecisionView | None = None
+
+
+def history(board, router, key: str, *, limit: int, cursor: str | None) -> tuple[list[Happened], str | None]:
+    """The ticket's timeline entries (`Board.timeline`) and the router's decisions about it
+    (`ShadowRouter.decisions`) as one list, newest first, `limit` at most, and the cursor of the older ones.
+
+    Each list is read through its own keyset cursor and merged by time, so every item is shown once, on exactly one
+    page; the page's cursor holds where it left each of them. A read-only view: the API's timeline resource stays
+    the ticket's own entries."""
+    own, judged = ("", "") if not cursor else decode_cursor(cursor, str, str)
+
+    def entries(at_most: int, after: str) -> tuple[list, str | None]:
+        return board.timeline(key, limit=at_most, cursor=after or None)
+
+    def about(at_most: int, after: str) -> tuple[list, str | None]:
+        return router.decisions(
+            limit=at_most, cursor=after or None, outcome=None, source=None, subject_id=key, since=None
+        )
+
+    sources = ((own, entries), (judged, about))
+    read = [([], None) if after == END else page(limit, after) for after, page in sources]
+    items = [
+        [Happened(row.at, entry=row) for row in read[0][0]],
+        [Happened(row.evaluated_at, decision=decisions.describe(row, {key})) for row in read[1][0]],
+    ]
+    # Both lists run newest first; the merge takes a run from the head of each.
+    shown = list(itertools.islice(heapq.merge(*items, key=lambda item: item.at, reverse=True), limit))
+    taken = (sum(item.entry is not None for item in shown), sum(item.decision is not None for item in shown))
+    left = []
+    for (after, page), (rows, older), count in zip(sources, read, taken, strict=True):
+        if after == END or (not rows and older is None):
+            left.append(END)
+        elif count == 0:
+            left.append(after)
+        elif count == len(rows):
+            left.append(older or END)
+        else:
+            # Part of what was read is on this page: the cursor after its last one, as the list itself makes it.
+            left.append(page(count, after)[1])
+    return shown, (None if left == [END, END] else encode_cursor(left))

@@ -29,7 +29,14 @@ def demo(tmp_path_factory, session_database_url):
     url = session_database_url or f"sqlite:///{folder / 'svc.sqlite3'}"
     if session_database_url:
         _empty_postgres(url)
-    config = Config(data_dir=folder, database_url=url, ci_webhook_secret=CI_SECRET, basic_auth=BASIC)
+    # As docs/board.md starts it: with the allowlist the story is written for.
+    config = Config(
+        data_dir=folder,
+        database_url=url,
+        ci_webhook_secret=CI_SECRET,
+        basic_auth=BASIC,
+        router_allowlist=demo_story.DEMO_ALLOWLIST,
+    )
     app = create_app(config, clock=FakeClock(END + timedelta(minutes=2)))
     filled = demo_story.fill(config, end=END)
     yield SimpleNamespace(api=ApiClient(app, basic=BASIC, ci_secret=CI_SECRET), filled=filled, config=config)
@@ -76,6 +83,51 @@ def test_the_router_recorded_every_outcome_from_every_source(demo):
     assert {d["source"] for d in decisions} == set(SOURCES)
     assert {d["role"] for d in decisions if d["outcome"] == "would_dispatch"} == {"coder", "fixer"}
     assert not any(d["dispatched"] for d in decisions)
+
+
+def test_the_policy_it_judged_with_is_the_policy_in_force_under_which_nothing_flips(demo):
+    from domain.router.gates import Policy
+
+    assert demo.filled.policy == Policy.from_config(demo.config)
+    today = demo.api.post("/api/v1/router/backtest", json={})
+    assert today.status_code == 200, today.text
+    assert today.json["flipped"] == 0 and today.json["evaluated"] > 100
+    # "Try a policy" opens at today's policy: nothing flips.
+    page = demo.api.get("/decisions/try")
+    assert f"0 of {today.json['evaluated']} decisions would flip" in page.text
+
+
+@pytest.mark.process
+def test_the_suggested_backtest_flips_what_the_advice_says(demo):
+    import json
+    import subprocess
+
+    from processes import SVC, svc_env
+
+    suggestion = demo.filled.suggestion
+    assert suggestion.command == "svc backtest --fleet-size 2"
+    env = svc_env(
+        DATABASE_URL=demo.config.database_url,
+        SVC_DATA_DIR=str(demo.config.data_dir),
+        SVC_ROUTER_ALLOWLIST=",".join(sorted(demo.config.router_allowlist)),
+    )
+    ran = subprocess.run(
+        [SVC, *suggestion.command.split()[1:], "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    found = json.loads(ran.stdout)
+    # A second bay lets through what the fleet gate held, and nothing else changes.
+    assert found["flipped"] > 0 and found["flips_by_gate"]["fleet"] == found["flipped"]
+    assert {gate for gate, n in found["flips_by_gate"].items() if n} == {"fleet"}
+    assert suggestion.words() == (
+        f"`svc backtest --fleet-size 2` flips {found['flipped']} of the {found['evaluated']} decisions, "
+        "all on the fleet gate"
+    )
 
 
 def test_timelines_show_slot_releases_and_tracker_close_results(demo):

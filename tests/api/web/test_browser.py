@@ -224,8 +224,13 @@ def test_the_decisions_page_filters_to_matching_decisions(chromium, routed_serve
     with page.expect_navigation():
         page.get_by_label("Ticket or subject").press("Enter")
     assert shown_decisions(page) == [{"outcome": "blocked", "subject": "acme/portfolio#43"}]
-    # Gates are spelled out, not only coloured.
-    assert "✗ fail" in page.locator("li.decision .gates").inner_text().lower()
+    # The gate that stopped it is spelled out on its line, not only coloured; every gate is on its own page.
+    assert "agreement no initiative is known for the subject" in page.locator("li.decision .failed-gates").inner_text()
+    with page.expect_navigation():
+        page.locator("li.decision a.decision-link").click()
+    verdicts = page.locator("li.decision .gates li").all_inner_texts()
+    assert len(verdicts) == 6 and "✗ fail" in verdicts[1].lower() and "✓ pass" in verdicts[2].lower(), verdicts
+    page.go_back()
 
     page.get_by_role("link", name="Clear filters").click()
     page.wait_for_url(server + "/decisions")
@@ -260,7 +265,7 @@ def test_the_decisions_page_works_at_phone_width_with_the_keyboard(chromium, rou
     with page.expect_navigation():
         page.keyboard.press("Enter")
     assert page.url == server + "/tickets/PORT-2"
-    assert page.locator(".ticket-decisions li.decision").count() == 4
+    assert page.locator(".timeline li.decision").count() == 4  # its decisions, in its timeline
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     context.close()
 

@@ -410,12 +410,18 @@ def test_every_page_has_no_axe_violations(chromium, server, viewport):
     fill_the_board(server)
     context, page = open_page(chromium, server + "/", viewport=viewport)
     found, widths = {}, {}
-    for path in ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/WRITING-DAILY", "/tickets/NOPE-1"]:
+    # Each decision's own page too: the decisions page lists them a line each, their gates and envelopes are there.
+    ids = [d["id"] for d in api_get(server, "/api/v1/router/decisions")["decisions"]]
+    decision_pages = [f"/decisions/{ident}" for ident in ids]
+    pages = ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/WRITING-DAILY", "/tickets/NOPE-1"]
+    envelopes = 0
+    for path in pages + decision_pages:
         page.goto(server + path)
         open_everything(page)
         found[path] = axe_violations(page)
         widths[path] = page.evaluate("document.documentElement.scrollWidth")
-    assert page.goto(server + "/decisions") and page.locator("li.decision details.envelope").count() == 4
+        envelopes += page.locator("li.decision details.envelope").count() if path in decision_pages else 0
+    assert len(decision_pages) == 4 and envelopes == 4
     # Nothing scrolls sideways, whatever the columns hold.
     assert {path: width for path, width in widths.items() if width > viewport["width"]} == {}
     # The board with what the script adds: a menu open, the new-ticket form open, a refusal shown beside it.
@@ -539,17 +545,20 @@ def test_a_stale_wallet_save_is_refused_beside_the_form_and_keeps_the_colleagues
     context.close()
 
 
-def test_every_stage_is_in_view_at_a_laptops_width(chromium, server):
-    """At 1280 px nothing scrolls sideways: the live stages side by side, blocked among them, done and cancelled
-    folded into one narrow column (their cards a click away)."""
+def test_every_stage_is_named_in_the_first_screen_and_its_column_is_a_click_away(chromium, server):
+    """At a laptop's 1280 x 900 the page never scrolls sideways: the columns, wide enough for a title in two lines,
+    scroll inside their own region; the stage strip names every stage with its count in the first screen, and a
+    click on one brings its column into view (blocked, the last live one, included); done and cancelled stay
+    folded, their cards a click away."""
     api(server, "POST", "/api/v1/tickets/PORT-2/move", {"to": "blocked"})
     api(
         server, "POST", "/api/v1/tickets", {"key": "PORT-3", "initiative_id": "port", "title": "Old", "stage": "queued"}
     )
     api(server, "POST", "/api/v1/tickets/PORT-3/mark_done")
     context, page = open_page(chromium, server + "/", viewport=DESKTOP)
-    assert DESKTOP["width"] == 1280
+    assert DESKTOP == {"width": 1280, "height": 900}
     assert page.evaluate("document.documentElement.scrollWidth") <= DESKTOP["width"]
+    strip = page.get_by_role("navigation", name="Stages")
     for stage in (
         "agreement",
         "queued",
@@ -562,11 +571,18 @@ def test_every_stage_is_in_view_at_a_laptops_width(chromium, server):
         "done",
         "cancelled",
     ):
-        box = page.locator(f'.column[data-stage="{stage}"] h3').bounding_box()
+        box = strip.locator(f'a[href="#col-{stage}"]').bounding_box()
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= DESKTOP["width"], (stage, box)
+        assert box["y"] + box["height"] <= DESKTOP["height"], (stage, box)
+        assert page.locator(f'.column[data-stage="{stage}"] h3').is_visible()
+    assert strip.locator('a[href="#col-blocked"]').inner_text().split() == ["blocked", "1"]
+    live = page.locator(".column:not(.folded)").evaluate_all("cs => cs.map(c => c.getBoundingClientRect().width)")
+    assert len(live) == 8 and min(live) >= 14 * 16, live  # wide enough, not crushed
     blocked = card(page, "blocked", "PORT-2")
+    strip.locator('a[href="#col-blocked"]').click()
     box = blocked.bounding_box()
-    assert box["x"] + box["width"] <= DESKTOP["width"]
+    assert box["x"] >= 0 and box["x"] + box["width"] <= DESKTOP["width"], box
+    assert page.evaluate("document.documentElement.scrollWidth") <= DESKTOP["width"]
     assert not card(page, "done", "PORT-3").is_visible()  # folded
     page.locator('.column[data-stage="done"] details.fold > summary').click()
     expect(card(page, "done", "PORT-3")).to_be_visible()

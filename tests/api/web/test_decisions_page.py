@@ -92,18 +92,42 @@ def test_the_page_says_shadow_mode_and_never_that_anything_was_dispatched(routed
     assert "dispatched" not in html.lower()
 
 
-def test_each_decision_spells_out_every_gate_with_its_reason(routed):
+def test_each_decision_is_one_line_with_the_gates_that_stopped_it(routed):
     found = page(routed)
     assert len(found.decisions) == 6
+    listed = {d["id"]: d for d in routed.get("/api/v1/router/decisions").json["decisions"]}
     for decision, gates in zip(found.decisions, found.gates, strict=True):
-        if decision["data-outcome"] == "rejected":
-            assert gates == []
+        recorded = listed[int(decision["data-id"])]
+        failed = [g for g in recorded["gates"] if not g["passed"]]
+        # Only the gates that failed, each in words with its reason; none for a decision that passed them all.
+        assert gates == [f"✗ {g['gate']} {g['reason']}" for g in failed], (decision, gates)
+    closed = found.decisions.index(next(d for d in found.decisions if d["data-subject"] == "acme/portfolio#43"))
+    assert "✗ agreement no initiative is known for the subject" in found.gates[closed]
+    html = routed.get("/decisions").text
+    assert html.count("all 6 gates pass") == sum(
+        1 for d in listed.values() if d["gates"] and all(g["passed"] for g in d["gates"])
+    )
+    assert '<details class="envelope">' not in html  # the envelopes are on the decisions' own pages
+
+
+def test_a_decisions_own_page_spells_out_every_gate_with_its_reason(routed):
+    for recorded in routed.get("/api/v1/router/decisions").json["decisions"]:
+        found = Page(routed.get(f"/decisions/{recorded['id']}").text)
+        assert [d["data-id"] for d in found.decisions] == [str(recorded["id"])]
+        if recorded["outcome"] == "rejected":
+            assert found.gates == [[]]
             continue
+        gates = found.gates[0]
         names = [g.split()[2] for g in gates]
         assert names == ["authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget"]
         assert all(g.startswith(("✓ pass ", "✗ fail ")) and len(g.split()) > 3 for g in gates), gates
-    closed = found.decisions.index(next(d for d in found.decisions if d["data-subject"] == "acme/portfolio#43"))
-    assert "✗ fail agreement no initiative is known for the subject" in found.gates[closed]
+    closed = next(
+        d for d in routed.get("/api/v1/router/decisions").json["decisions"] if d["subject_id"] == "acme/portfolio#43"
+    )
+    assert (
+        "✗ fail agreement no initiative is known for the subject"
+        in Page(routed.get(f"/decisions/{closed['id']}").text).gates[0]
+    )
 
 
 def test_filters_show_only_matching_decisions_and_keep_their_values(routed):

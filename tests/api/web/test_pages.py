@@ -105,6 +105,23 @@ def test_static_files_are_served_and_nothing_else(api):
     assert api.get("/static/secrets.env").status_code == 404
 
 
+def test_every_page_has_an_icon_and_favicon_ico_answers_it(api):
+    icon = api.get("/static/favicon.svg")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert icon.content.startswith(b"<svg") and len(icon.content) < 2048
+    # Browsers ask for /favicon.ico whatever the page links: the same icon, not a 404.
+    asked = api.get("/favicon.ico")
+    assert asked.status_code == 200 and asked.headers["content-type"] == "image/svg+xml"
+    assert asked.content == icon.content
+    for path in ("/", "/decisions", "/initiatives", "/tickets/NOPE-1"):
+        assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in api.get(path).text, path
+    # Like the other static files: credentials needed, declared in the OpenAPI document.
+    assert api.get("/favicon.ico", auth=None).status_code == api.get("/static/board.css", auth=None).status_code == 401
+    paths = api.get("/api/v1/openapi.json").json["paths"]
+    assert "get" in paths["/favicon.ico"]
+    assert "favicon.svg" in paths["/static/{name}"]["get"]["parameters"][0]["schema"]["enum"]
+
+
 def test_the_vendored_idiomorph_is_the_released_file_and_says_so(api):
     """The page's one library is served as it was released: its header names the version and the licence, and the
     sha256 it states is that of the rest of the file, so a hand edit shows here."""
