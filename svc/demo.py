@@ -18,8 +18,9 @@ they cause is done by the real code, exactly as in production:
 Only what would leave the machine is stood in for: chat posts are recorded, not sent (as with no
 `DISCORD_WEBHOOK_URL`); the tracker close is answered by `SimulatedLinear` (one closed, one issue Linear does
 not know); bay wipes are recorded only, except one wipe that runs a real command which fails (`umount ... busy`),
-so the slot steward's retry shows. The router judges with the demo's own allowlist (`DEMO_ALLOWLIST`), so
-every outcome occurs: `would_dispatch`, `blocked`, `no_action`, `rejected`.
+so the slot steward's retry shows. The router judges under the demo's own policy (the first policy's rules, with
+`DEMO_ALLOWLIST`), adopted as a new version of the database's policy before the story starts, so every outcome
+occurs (`would_dispatch`, `blocked`, `no_action`, `rejected`) and the service judges the same way afterwards.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from domain.ops.schedules import AGENTS
 from domain.router import scorecard
 from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
+from domain.router.policy import Policy
+from domain.router.policy_versions import adopt as adopt_policy
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
 from domain.router.shadow import ShadowRouter
@@ -280,6 +283,19 @@ class Story:
                 check_contract("wallet-put.json", {"budget": 400.0, "spent": 236.5, "locked": False}), actor="ada"
             )
 
+        def policy() -> None:
+            # The demo's allowlist as the policy in force: what the router judges the story under, and what the
+            # service goes on judging with once the demo is done (its history says so).
+            adopt_policy(
+                Policy.from_config(self.config).document(),
+                reason="svc demo: the first policy's rules, with the demo's allowlist",
+                force=None,
+                actor="svc demo",
+                if_match=None,
+                clock=self.clock,
+            )
+
+        self.at(self.start - timedelta(minutes=31), policy)
         self.at(self.start - timedelta(minutes=30), initiatives)
 
     def create(self, hours: float, key: str, initiative: str, title: str, *, tracker: str | None = None) -> None:
@@ -550,9 +566,9 @@ def run(config: Config, *, force: bool, end: datetime, out: TextIO, err: TextIO)
         f"svc demo: now `svc run` (the web board, the API and the jobs process, which finishes bay releases) with "
         f"the same environment, and open http://{config.host}:{config.port}/ (the credentials are in "
         f"{config.data_dir / 'credentials.env'} unless SVC_BASIC_AUTH is set).\n"
-        f"svc demo: the router judged with SVC_ROUTER_ALLOWLIST={','.join(sorted(DEMO_ALLOWLIST))}; run with it set "
-        "so, and the decisions page says whether the router was right and lets you try another policy (or: svc "
-        "backtest --fleet-size 2).",
+        f"svc demo: the router judged under the demo's policy, now the one in force (svc policy show), whose "
+        f"allowlist is {','.join(sorted(DEMO_ALLOWLIST))}; the decisions page says whether the router was right and "
+        "lets you try another policy (or: svc backtest --fleet-size 2).",
         file=out,
     )
     return 0

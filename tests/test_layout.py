@@ -294,6 +294,8 @@ def test_a_status_number_is_caught_and_a_size_or_a_sentence_is_not(tmp_path, pla
     module = tmp_path / "planted.py"
     module.write_text(planted)
     assert [int(found.rsplit(": ", 1)[1]) for found in status_numbers(module)] == caught
+
+
 # -- no peewee internals ---------------------------------------------------------------------------------------------
 
 # peewee's own double-underscore names (from its source): its instances' row data and relations, the way it builds

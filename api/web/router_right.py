@@ -109,7 +109,7 @@ def scorecard_context(router, *, window_seconds: int = DAY) -> dict[str, Any]:
         "chart_bar": CHART_BAR,
         "window_seconds": window_seconds,
         "window_choices": WINDOW_CHOICES,
-        "policy": router.policy,
+        "policy": router.policy(),
     }
 
 
@@ -180,7 +180,7 @@ class TryPolicyPage:
             report = {**report.as_dict(), "flips": [_flip_view(f) for f in report.flips]}
         else:
             resp.status = falcon.HTTP_400
-        policy = self.router.policy
+        policy = self.router.policy()
         page(
             resp,
             "try_policy.html",

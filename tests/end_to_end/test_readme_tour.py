@@ -101,7 +101,7 @@ def test_the_readme_tour_runs_as_written_and_reaches_would_dispatch(tmp_path, da
     assert (first["outcome"], first["role"]) == ("blocked", "fixer")
     reasons = {gate["gate"]: gate["reason"] for gate in first["gates"] if not gate["passed"]}
     assert reasons == {
-        "authorization": "actor github:github-actions is not on SVC_ROUTER_ALLOWLIST",
+        "authorization": "actor github:github-actions is not on the policy's allowlist",
         "agreement": "initiative portfolio is at agree, not yet agreed",
     }
     assert (newest["outcome"], newest["role"]) == ("would_dispatch", "fixer")
