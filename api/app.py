@@ -25,7 +25,7 @@ from api.resources import (
     wallet,
     writing,
 )
-from api.web import pages, router_right
+from api.web import pages, policy_views, router_right
 from domain.board import Board, StageListener
 from domain.clock import Clock, system_clock
 from domain.config import Config
@@ -56,6 +56,7 @@ ROUTE_MODULES = (
     router_policy,
     pages,
     router_right,
+    policy_views,
     metrics,
 )
 
