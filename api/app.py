@@ -19,19 +19,20 @@ from api.resources import (
     openapi,
     ops,
     router_evidence,
+    router_policy,
     slots,
     tickets,
     wallet,
     writing,
 )
-from api.web import pages, router_right
+from api.web import pages, policy_views, router_right
 from domain.board import Board, StageListener
 from domain.clock import Clock, system_clock
 from domain.config import Config
 from domain.health import heartbeat_age
 from domain.ops.agents import OpsAgents
 from domain.outage import DatabaseOutage
-from domain.router import scorecard
+from domain.router import policy_versions, scorecard
 from domain.router.board_events import queue_for_router
 from domain.router.shadow import ShadowRouter
 from domain.writing import WritingAgent
@@ -52,8 +53,10 @@ ROUTE_MODULES = (
     ops,
     events,
     router_evidence,
+    router_policy,
     pages,
     router_right,
+    policy_views,
     metrics,
 )
 
@@ -88,6 +91,7 @@ def create_app(
 
     `stage_listeners` hear every stage change inside its transaction (the router adds its own). `outage` is what
     this process knows of a database outage (a fresh one by default), which /healthz and the board read.
+    With `migrate`, a database without a router policy gets its first one (`policy_versions.seed`).
     The config must carry its secrets already (see `Config.with_generated_credentials`): an app without a
     CI secret or basic credentials refuses those endpoints rather than running open.
     """
@@ -96,6 +100,7 @@ def create_app(
     storage_db.bind(database)
     if migrate:
         migrations.migrate()
+        policy_versions.seed(config, clock)
     writing_ticket.transitions()  # derived from the machine now, not on the first notify
 
     # The router hears every stage change (queued through the outbox, so a change stays one insert dearer), and

@@ -14,6 +14,7 @@ import falcon
 
 from api.auth import Authenticator
 from api.body import read_json, read_raw
+from api.conditional import require_if_match
 from api.errors import Problem
 from api.operations import BASIC, Operation, changes_something
 from api.params import refuse_unknown
@@ -161,6 +162,8 @@ class Guard:
         refuse_nul(req, params)
         # Every endpoint alike, from its own declaration: a new resource gets it for free.
         refuse_unknown(req, operation.query_names)
+        if operation.if_match_required:
+            require_if_match(req)
         if operation.raw_body:
             return
         if operation.request is not None:

@@ -149,9 +149,11 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             {
                 "name": "If-Match",
                 "in": "header",
-                "required": False,
+                "required": op.if_match_required,
                 "schema": {"type": "string"},
-                "description": conditional.IF_MATCH_DESCRIPTION,
+                "description": conditional.IF_MATCH_REQUIRED_DESCRIPTION
+                if op.if_match_required
+                else conditional.IF_MATCH_DESCRIPTION,
             }
         )
     if parameters:
@@ -182,6 +184,8 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             entry["headers"] = {
                 "ETag": {"required": True, "schema": {"type": "string"}, "description": conditional.ETAG_DESCRIPTION}
             }
+        if status == 428 and op.if_match_required:
+            entry["description"] = conditional.PRECONDITION_REQUIRED_DESCRIPTION
         if status == 412 and op.if_match:
             entry["description"] = conditional.PRECONDITION_DESCRIPTION
             entry["headers"] = {
@@ -253,6 +257,8 @@ def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
         implied.update({400: "problem.json", 413: "problem.json", 415: "problem.json", 422: "problem.json"})
     if op.if_match:
         implied[412] = "problem.json"
+    if op.if_match_required:
+        implied[428] = "problem.json"
     # Every operation refuses a query parameter it does not declare (a page says so on a page).
     implied[400] = None if op.content_type.startswith("text/html") else "problem.json"
     return {**implied, **op.responses}

@@ -69,6 +69,8 @@ class Operation:
     etag: bool = False
     # A change that honours `If-Match` (412 when it names an older version; `api/conditional.py`).
     if_match: bool = False
+    # ... and refuses to be made without it (428): a change that could silently undo one made meanwhile.
+    if_match_required: bool = False
     # Words for a response beyond its status's name, e.g. what else than a bad signature a 401 can mean.
     response_notes: dict[int, str] = field(default_factory=dict)
     # A POST that writes nothing (it takes a body only because the question does not fit a query string).
@@ -84,6 +86,8 @@ class Operation:
             raise ValueError(f"unknown auth scheme {self.auth!r}")
         if FORM_PAYLOAD in self.request_media and not self.raw_body:
             raise ValueError("a form-encoded payload is read by the responder: declare raw_body")
+        if self.if_match_required and not self.if_match:
+            raise ValueError("a change that requires If-Match honours it: declare if_match too")
 
 
 LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Page size.")

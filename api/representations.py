@@ -8,6 +8,7 @@ from domain.automation import AutomationState
 from domain.board import SlotView
 from domain.clock import iso
 from domain.router.evaluation import REJECTED
+from domain.router.policy_versions import PolicyVersion
 from domain.writing import Report
 from storage import wallet as storage_wallet
 from storage.models import AgentRun, Initiative, ReconciliationGap, Ticket, TimelineEntry, Wallet
@@ -129,6 +130,7 @@ def decision(row) -> dict[str, Any]:
         "kind": row.kind,
         "subject_id": row.subject_id,
         "outcome": row.outcome,
+        "rule": row.rule,
         "role": row.role,
         "gates": row.gates or [],
         "dispatched": False,
@@ -139,3 +141,18 @@ def decision(row) -> dict[str, Any]:
     if row.outcome == REJECTED:
         body["errors"] = row.errors or []
     return body
+
+
+def policy_version(version: PolicyVersion) -> dict[str, Any]:
+    """A version of the router's policy as the contract shapes it (`router-policy-version.json`)."""
+    policy = version.policy
+    return {
+        "version": version.version,
+        "policy": policy.document(),
+        "set_by": version.set_by,
+        "set_at": iso(version.set_at),
+        "reason": version.reason,
+        "forced": version.forced,
+        "force": version.force,
+        "rule_versions": policy.rule_versions(),
+    }

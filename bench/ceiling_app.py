@@ -277,7 +277,7 @@ class Units:
             {
                 "gate": "authorization",
                 "passed": actor in POLICY["allowlist"],
-                "reason": f"actor {actor} is not on SVC_ROUTER_ALLOWLIST",
+                "reason": f"actor {actor} is not on the policy's allowlist",
             },
             {
                 "gate": "agreement",

@@ -114,7 +114,7 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
 
     from domain.router.board_view import RETRY_WINDOW, Facts, RecordedBoardView
     from domain.router.evaluation import WOULD_DISPATCH, evaluate
-    from domain.router.gates import Policy
+    from domain.router.policy import Policy
 
     rng = random.Random(seed)
     policy = Policy(frozenset(ALLOWLIST))
@@ -127,7 +127,9 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
         roll = rng.random()
         if roll < 1 / 6:
             broken = {"schema": "svc.normalized-event/v0", "id": f"bench:{n}", "source": "ci"}
-            rows.append((f"bench:{n}", at, "shadow", "ci", None, None, "rejected", None, [], broken, None, None, None))
+            rows.append(
+                (f"bench:{n}", at, "shadow", "ci", None, None, "rejected", None, [], broken, None, None, None, None)
+            )
             continue
         fixer = roll < 2 / 3
         envelope = {
@@ -177,12 +179,14 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
                 None,
                 recorded_policy,
                 facts.as_dict(),
+                result.rule_name,
             )
         )
         if result.role and result.outcome in ("would_dispatch", "blocked"):
             taken = at + timedelta(minutes=rng.randrange(5, 600)) if rng.random() < 0.5 else None
             failed = ",".join(g["gate"] for g in result.gates if not g["passed"])
-            entries.append((len(rows), key, result.role, result.outcome, failed, at, taken))
+            rule = result.rule
+            entries.append((len(rows), key, result.role, result.outcome, failed, at, taken, rule.name, rule.version))
     columns = [
         "event_id",
         "evaluated_at",
@@ -197,6 +201,7 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
         "errors",
         "policy",
         "facts",
+        "rule",
     ]
     with storage_db.connection():
         first_id = (RouterDecision.select(fn.MAX(RouterDecision.id)).scalar() or 0) + 1
@@ -204,7 +209,17 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
     # Ids follow the insertion order from the first free one: the n-th row inserted has id first_id + n - 1.
     _executemany(
         ScorecardEntry,
-        ["decision", "subject_id", "role", "outcome", "failed_gates", "evaluated_at", "taken_up_at"],
+        [
+            "decision",
+            "subject_id",
+            "role",
+            "outcome",
+            "failed_gates",
+            "evaluated_at",
+            "taken_up_at",
+            "rule",
+            "rule_version",
+        ],
         [(first_id + index - 1, *rest) for index, *rest in entries],
     )
 

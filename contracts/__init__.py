@@ -9,6 +9,10 @@ formats with the same functions. A fast one (jsonschema-rs: all of 2020-12, comp
 request, whether a document conforms; only when it does not is the reference validator (jsonschema) asked for
 the violations, each located by JSON pointer, and its verdict stands. Tests hold the two to the same verdict on
 every example and near miss, and refuse a contract that uses a keyword the fast engine is not shown to enforce.
+
+A name may point into a file (`router-policy.json#/$defs/document`): the part of the schema there, with the file's
+own references. One keyword is our own, for what JSON Schema cannot say, and both engines enforce it with the same
+function (`KEYWORDS`): `x-unique-by: "name"` on an array, no two of whose items may share that member's value.
 """
 
 from __future__ import annotations
@@ -84,7 +88,11 @@ def registry() -> Registry:
     pairs = []
     for name in schema_names():
         document = load(name)
-        pairs.append((document["$id"], Resource.from_contents(document, default_specification=DRAFT202012)))
+        # Each file is read as 2020-12 without its `$schema`: jsonschema picks the validator class of a `$ref`'s
+        # target by the `$schema` it declares, which would be the plain 2020-12 class, without our own keywords
+        # (`reference_class`), wherever a reference lands on a file's root.
+        contents = {key: value for key, value in document.items() if key != "$schema"}
+        pairs.append((document["$id"], Resource.from_contents(contents, default_specification=DRAFT202012)))
     return Registry().with_resources(pairs)
 
 
@@ -146,17 +154,68 @@ def fast_registry() -> jsonschema_rs.Registry:
     return jsonschema_rs.Registry(resources, draft=jsonschema_rs.Draft202012, retriever=_refuse_fetch)
 
 
+def _schema_of(name: str) -> dict[str, Any]:
+    """The schema `name` names: a whole file, or (`file.json#/$defs/x`) the part of it there, by reference."""
+    if "#" not in name:
+        return load(name)
+    return {"$schema": META_SCHEMA, "$ref": BASE_URI + name}
+
+
+def repeats(member: str, items: Any) -> list[tuple[int, int]]:
+    """`x-unique-by`: (index, index of the first item with the same value) of every item whose `member` repeats
+    an earlier item's (JSON equality: `true` is not `1`)."""
+    if not isinstance(items, list):
+        return []
+    first: dict[str, int] = {}
+    found = []
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and member in item:
+            key = json.dumps(item[member], sort_keys=True)
+            if key in first:
+                found.append((index, first[key]))
+            else:
+                first[key] = index
+    return found
+
+
+class _FastUniqueBy:
+    """`x-unique-by` for the fast engine (its custom keyword protocol): the verdict only."""
+
+    def __init__(self, parent_schema: dict[str, Any], value: Any, schema_path: list[str | int]) -> None:
+        self.member = value
+
+    def validate(self, instance: Any) -> None:
+        found = repeats(self.member, instance)
+        if found:
+            raise ValueError(f"{len(found)} item(s) repeat the {self.member} of an earlier one")
+
+
+def _reference_unique_by(validator, member, instance, schema):
+    """`x-unique-by` for the reference validator: one error per repeat, at its own member."""
+    from jsonschema import ValidationError
+
+    for index, earlier in repeats(member, instance):
+        yield ValidationError(
+            f"{instance[index][member]!r} is already the {member} of item {earlier}", path=(index, member)
+        )
+
+
+# Our own keywords, each enforced by both engines with one function.
+KEYWORDS = {"x-unique-by": (_FastUniqueBy, _reference_unique_by)}
+
+
 @functools.cache
 def compiled(name: str) -> jsonschema_rs.Draft202012Validator:
     """The fast validator for schema `name`, built once: formats checked with `FORMATS`, an unknown format an
     error when it is built (never silently unchecked), no `$ref` fetched from anywhere."""
     return jsonschema_rs.Draft202012Validator(
-        load(name),
+        _schema_of(name),
         registry=fast_registry(),
         retriever=_refuse_fetch,
         validate_formats=True,
         formats=FORMATS,
         ignore_unknown_formats=False,
+        keywords={keyword: fast for keyword, (fast, _) in KEYWORDS.items()},
     )
 
 
@@ -171,12 +230,17 @@ def conforms(name: str, document: Any) -> bool:
 
 
 @functools.cache
+def reference_class() -> type[Draft202012Validator]:
+    """jsonschema's 2020-12 validator with our own keywords (`KEYWORDS`)."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(Draft202012Validator, {k: reference for k, (_, reference) in KEYWORDS.items()})
+
+
+@functools.cache
 def validator(name: str) -> Draft202012Validator:
     """The validator for schema `name`, built once."""
-    from jsonschema import Draft202012Validator
-
-    schema = load(name)
-    return Draft202012Validator(schema, registry=registry(), format_checker=format_checker())
+    return reference_class()(_schema_of(name), registry=registry(), format_checker=format_checker())
 
 
 def _pointer(parts) -> str:
@@ -221,7 +285,20 @@ def _explain(error) -> list[Violation]:
         message = f"{error.instance!r} is not in the expected form: {error.schema['description']}"
     if error.validator == "const" and isinstance(error.validator_value, str):
         message = f"must be {error.validator_value!r}"
+    if error.validator in _COUNTED and isinstance(error.instance, list | dict):
+        # The count, not the document: a list of 101 rules is no message for a person.
+        kind, limit = _COUNTED[error.validator]
+        noun = "items" if isinstance(error.instance, list) else "members"
+        message = f"has {len(error.instance)} {noun}; {limit} {error.validator_value} {kind}"
     return [Violation(_pointer(path), message)]
+
+
+_COUNTED = {
+    "maxItems": ("allowed", "at most"),
+    "minItems": ("needed", "at least"),
+    "maxProperties": ("allowed", "at most"),
+    "minProperties": ("needed", "at least"),
+}
 
 
 def check(name: str, document: Any) -> Any:

@@ -89,6 +89,9 @@ class Config:
     # Redeliveries (and resends) one reconciler run asks for, at most.
     reconcile_max: int = 50
     router_allowlist: frozenset[str] = field(default_factory=frozenset)
+    # Which of SVC_ROUTER_ALLOWLIST and SVC_RETRY_BUDGET the environment set. They seed the first policy only; once
+    # the database has one, a start whose environment sets them otherwise says so (`domain/router/policy_versions`).
+    policy_variables_set: frozenset[str] = field(default_factory=frozenset)
     # Seconds a signed delivery time (Linear's webhookTimestamp) may be from now; Linear's own SDK allows 60.
     webhook_tolerance_seconds: float = 60.0
     # Ticket-key prefixes recognised in branches and titles beside those of the board's tickets (PORT, BILL).
@@ -276,6 +279,9 @@ class Config:
             for name in ("SVC_TRUSTED_PROXY_COUNT", "SVC_TRUSTED_PROXY_HEADERS"):
                 if env.text(name) is not None:
                     env.problems.append(f"{name}: has no meaning without SVC_TRUSTED_PROXY")
+        values["policy_variables_set"] = frozenset(
+            name for name in ("SVC_ROUTER_ALLOWLIST", "SVC_RETRY_BUDGET") if env.text(name) is not None
+        )
         if env.problems:
             raise ConfigError(env.problems)
         return cls(**values)

@@ -1,5 +1,6 @@
 """What a person saw, and whether it is still so: the strong entity tags (`ETag`) of the board's changeable
-resources (a ticket, an initiative, the wallet, the writing automation setting) and the `If-Match` check.
+resources (a ticket, an initiative, the wallet, the writing automation setting, the router's policy) and the
+`If-Match` check.
 
 A change sent with the tag of what its sender saw is refused (`PreconditionFailed`, answered 412) when the
 resource has changed since; the check runs inside the change's own transaction, on the row it locked, so no
@@ -130,4 +131,23 @@ def check_automation(if_match: Sequence[str] | None, state: AutomationState) -> 
         by=state.updated_by,
         at=state.updated_at,
         current={"enabled": state.enabled},
+    )
+
+
+def policy_tag(version: str) -> str:
+    """The router policy's tag: its version, a hash of the whole document (equal documents, equal tags)."""
+    return f'"{version}"'
+
+
+def check_policy(if_match: Sequence[str] | None, *, version: str, set_by: str | None, set_at: datetime) -> None:
+    """Refuse a change of the router's policy made from another version than `version`, the one in force."""
+    tag = policy_tag(version)
+    if matches(if_match, tag):
+        return
+    _refuse(
+        tag=tag,
+        last=f"the router's policy was set to version {version}",
+        by=set_by,
+        at=set_at,
+        current={"version": version},
     )

@@ -116,8 +116,8 @@ def queued_without_decision(*, queued_before: datetime, quiet_since: datetime, l
 
 def for_backtest(since: datetime | None, until: datetime | None, *, batch: int = 2000):
     """Every accepted decision in [since, until), oldest first, as tuples (id, event_id, subject_id, outcome,
-    evaluated_at, gates, envelope, facts, policy), the JSON columns still as text; read in keyset batches on the
-    id, so memory does not grow with the range."""
+    evaluated_at, gates, envelope, facts, policy, rule, role), the JSON columns still as text; read in keyset
+    batches on the id, so memory does not grow with the range."""
     fields = (
         RouterDecision.id,
         RouterDecision.event_id,
@@ -128,6 +128,8 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
         RouterDecision.envelope,
         RouterDecision.facts,
         RouterDecision.policy,
+        RouterDecision.rule,
+        RouterDecision.role,
     )
     # Raw column values: the caller parses the JSON it needs (a decision without facts needs none of it).
     columns = ", ".join(f'"{f.column_name}"' for f in fields)

@@ -20,6 +20,7 @@ from storage.models import (
     Initiative,
     ReconciliationGap,
     RouterDecision,
+    RouterPolicyVersion,
     Setting,
     Slot,
     SlotClaim,
@@ -83,6 +84,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     "decisions": _newest(RouterDecision),
     # The ledger: a new gap, or one that moved (redelivered, recovered, given up).
     "reconciliation": (_newest(ReconciliationGap)[0], _max(ReconciliationGap, "updated_at")),
+    # The router's policy: a new version (versions are never changed).
+    "policy": _newest(RouterPolicyVersion),
 }
 
 

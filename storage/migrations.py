@@ -53,6 +53,7 @@ from importlib import resources
 
 from peewee import (
     BigAutoField,
+    BigIntegerField,
     BooleanField,
     CharField,
     CompositeKey,
@@ -269,12 +270,40 @@ def _reconciliation(migrator: SchemaMigrator) -> None:
     ReconciliationGap.create_table(safe=False)
 
 
+def _policy_as_data(migrator: SchemaMigrator) -> None:
+    """The router's policy versions; each decision's rule; the rule and its version on each scorecard entry."""
+
+    class RouterPolicyVersion(Model):  # the table as version 6 makes it
+        id = BigAutoField()
+        version = CharField(max_length=12)
+        document = TextField()
+        set_by = CharField(max_length=128, null=True)
+        set_at = models.UTCDateTimeField()
+        reason = TextField()
+        forced = TextField(null=True)
+        replaces = BigIntegerField(unique=True)
+
+        class Meta:
+            database = migrator.database
+            table_name = "router_policy_version"
+            legacy_table_names = False
+
+    RouterPolicyVersion.create_table(safe=False)
+    apply_operations(
+        migrator.add_column("router_decision", "rule", CharField(max_length=64, null=True)),
+        migrator.add_column("scorecard_entry", "rule", CharField(max_length=64, null=True)),
+        migrator.add_column("scorecard_entry", "rule_version", CharField(max_length=12, null=True)),
+        migrator.add_index("scorecard_entry", ("rule_version", "evaluated_at"), False),
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
     (3, "people's accounts; who changed initiatives and the wallet", _accounts_and_attribution),
     (4, "each decision's policy and facts; the router's scorecard", _decision_evidence),
     (5, "accepted delivery ids; the reconciliation ledger", _reconciliation),
+    (6, "the router's policy versions; each decision's rule; the rule on scorecard entries", _policy_as_data),
 ]
 
 

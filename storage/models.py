@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import orjson
 from peewee import (
     BigAutoField,
+    BigIntegerField,
     BooleanField,
     CharField,
     CompositeKey,
@@ -260,10 +261,13 @@ class RouterDecision(BaseModel):
     gates = JSONTextField()
     envelope = JSONTextField(null=True)
     errors = JSONTextField(null=True)
-    # What the gates applied and read (`domain/router/gates.Policy.as_dict`, `board_view.Facts.as_dict`); None
+    # What the gates applied and read (`domain/router/policy.Policy.as_dict`, `board_view.Facts.as_dict`); None
     # on a rejected envelope and on decisions recorded before schema version 4 (not replayable).
     policy = JSONTextField(null=True)
     facts = JSONTextField(null=True)
+    # The name of the policy's rule that matched the event (None: none did, or recorded before schema version 6,
+    # when the rules were the first policy's three and a backtest finds the one that matched).
+    rule = CharField(max_length=64, null=True)
 
     class Meta:
         indexes = (
@@ -336,11 +340,17 @@ class ScorecardEntry(BaseModel):
     failed_gates = CharField(max_length=128)  # the gates that failed, comma-separated, in the contract's order
     evaluated_at = UTCDateTimeField()
     taken_up_at = UTCDateTimeField(null=True)
+    # The rule that matched, and its version (of its name, role and conditions): a rule's evidence is counted under
+    # one version of it. None on entries kept before schema version 6.
+    rule = CharField(max_length=64, null=True)
+    rule_version = CharField(max_length=12, null=True)
 
     class Meta:
         indexes = (
             (("subject_id", "role", "taken_up_at"), False),
             (("evaluated_at",), False),
+            # A rule's evidence: its decisions of the last days, under one version of it.
+            (("rule_version", "evaluated_at"), False),
         )
 
 
@@ -355,6 +365,24 @@ class ScorecardDay(BaseModel):
 
     class Meta:
         primary_key = CompositeKey("window_seconds", "day", "key")
+
+
+class RouterPolicyVersion(BaseModel):
+    """One version of the router's policy (`domain/router/policy_versions.py`): the whole document, its version hash,
+    who set it, when and why. The newest row is the policy in force; rows are never changed.
+
+    `replaces` is the id of the version it followed (0 for the first) and is unique: of two changes made from the same
+    version at once, the second cannot be stored, so the history stays one line."""
+
+    id = BigAutoField()
+    version = CharField(max_length=12)
+    document = JSONTextField()
+    set_by = CharField(max_length=128, null=True)
+    set_at = UTCDateTimeField()
+    reason = TextField()
+    # The reason given for forcing the change (None: not forced).
+    forced = TextField(null=True)
+    replaces = BigIntegerField(unique=True)
 
 
 class JobState(BaseModel):
@@ -400,4 +428,5 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     Account,
     ScorecardEntry,
     ScorecardDay,
+    RouterPolicyVersion,
 )

@@ -6,7 +6,8 @@ from storage import models
 from storage.db import transaction
 
 # Children before parents, so foreign keys never stop a delete. The schema version and the wallet's one
-# row stay: the schema is unchanged, and the wallet row is reset rather than removed.
+# row stay: the schema is unchanged, and the wallet row is reset rather than removed. People's accounts and the
+# router's policy versions are not the board's: they stay too (`svc demo` adopts its own policy as a new version).
 _EMPTIED = (
     models.ScorecardDay,
     models.ScorecardEntry,

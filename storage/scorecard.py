@@ -15,14 +15,24 @@ _DAY = ScorecardDay._meta.table_name
 _AT = ScorecardEntry.evaluated_at.db_value
 
 
-def enter(*, decision_id: int, subject_id: str, role: str, outcome: str, failed_gates: str, at: datetime) -> None:
+def enter(
+    *,
+    decision_id: int,
+    subject_id: str,
+    role: str,
+    outcome: str,
+    failed_gates: str,
+    at: datetime,
+    rule: str | None,
+    rule_version: str | None,
+) -> None:
     statements.execute(
         ("scorecard_enter",),
         lambda p: (
             f'INSERT INTO "{_ENTRY}" ("decision_id", "subject_id", "role", "outcome", "failed_gates", '
-            f'"evaluated_at") VALUES ({p}, {p}, {p}, {p}, {p}, {p})'
+            f'"evaluated_at", "rule", "rule_version") VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})'
         ),
-        [decision_id, subject_id, role, outcome, failed_gates, _AT(at)],
+        [decision_id, subject_id, role, outcome, failed_gates, _AT(at), rule, rule_version],
     )
 
 

@@ -1,5 +1,6 @@
-"""The `svc backtest` command: every recorded decision in a range under a candidate policy, against the board as
-it was when each was taken; a report for people or for CI. It writes nothing.
+"""The `svc backtest` command: every recorded decision in a range under a candidate policy (the policy in force with
+the members of `--policy FILE` and the flags changed, rules included), against the board as it was when each was
+taken; a report for people or for CI. It writes nothing.
 
 Exit 0; 1 when `--max-flips N` is given and more than N decisions flip (a policy change checked in CI before it
 is deployed); 2 on bad input, with one clear line.
@@ -18,7 +19,8 @@ import contracts
 from domain.clock import BadTimestamp, parse_timestamp
 from domain.config import Config
 from domain.router.backtest import backtest
-from domain.router.gates import Policy
+from domain.router.policy import Policy
+from domain.router.policy_versions import PolicyInForce
 from storage import db
 
 
@@ -52,10 +54,10 @@ def run(
     except BadInput as exc:
         err.write(f"svc backtest: {exc}\n")
         return 2
-    candidate = Policy.from_config(config).changed(**knobs)
     db.bind(db.open_database(config.database_url, max_connections=2))
     try:
         with db.connection():
+            candidate = PolicyInForce(Policy.from_config(config))().changed(**knobs)
             report = backtest(candidate, since=start, until=end)
     except (OperationalError, ProgrammingError, InterfaceError) as exc:
         err.write(
@@ -74,7 +76,7 @@ def run(
 
 
 def _knobs(policy_file: str | None, allowlist: str | None, retry_budget: int | None, fleet_size: int | None):
-    """The candidate's knobs: the policy file's, then the flags' (which win)."""
+    """The candidate's members: the policy file's (whole or partial, rules included), then the flags' (which win)."""
     knobs: dict[str, Any] = {}
     if policy_file:
         try:

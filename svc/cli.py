@@ -1,5 +1,5 @@
 """The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops), people's accounts (user),
-validate, replay, backtest, reconcile."""
+validate, replay, backtest, the router's policy (policy), reconcile."""
 
 from __future__ import annotations
 
@@ -127,6 +127,7 @@ def client_limits(config: Config):
 @command("jobs")
 def jobs(args: argparse.Namespace) -> int:
     from domain.clock import shifted, system_clock
+    from domain.router import policy_versions
     from jobs import assembly
     from storage import db, migrations
 
@@ -135,6 +136,7 @@ def jobs(args: argparse.Namespace) -> int:
     # a slow bay wipe included; connections are opened only when needed.
     db.bind(db.open_database(config.database_url, max_connections=16))
     migrations.migrate()
+    policy_versions.seed(config, system_clock)
     # The offset moves only the clock the schedules are read against: leases, the outbox, runs and the heartbeat
     # keep real time, so a process rehearsing yesterday's 08:00 still delivers what the API queues today.
     process = assembly.build(config, system_clock, schedule_clock=shifted(config.jobs_clock_offset, system_clock))
@@ -443,24 +445,22 @@ def validate(args: argparse.Namespace) -> int:
 
 @command("replay")
 def replay(args: argparse.Namespace) -> int:
-    """Recorded envelopes through the router's gates offline; one decision per line, then a summary."""
-    from dataclasses import replace
-
+    """Recorded envelopes through the router's rules and gates offline; one decision per line, then a summary."""
     from svc import replay_command
 
-    config = load_config()
+    allowlist = None
     if args.allowlist is not None:
-        config = replace(config, router_allowlist=frozenset(a.strip() for a in args.allowlist.split(",") if a.strip()))
-    if args.retry_budget is not None:
-        config = replace(config, retry_budget_per_day=args.retry_budget)
+        allowlist = frozenset(a.strip() for a in args.allowlist.split(",") if a.strip())
     return replay_command.run(
-        config,
+        load_config(),
         args.file,
         snapshot=args.snapshot,
         save_snapshot=args.save_snapshot,
         with_envelope=args.with_envelope,
         out=sys.stdout,
         err=sys.stderr,
+        allowlist=allowlist,
+        retry_budget=args.retry_budget,
     )
 
 
@@ -482,6 +482,26 @@ def backtest(args: argparse.Namespace) -> int:
         out=sys.stdout,
         err=sys.stderr,
     )
+
+
+@command("policy")
+def policy(args: argparse.Namespace) -> int:
+    """The router's policy: show the one in force, set a new version from a file, list the versions."""
+    from domain.clock import system_clock
+    from storage import db, migrations
+    from svc import policy_command
+
+    config = load_config()
+    db.bind(db.open_database(config.database_url))
+    migrations.migrate()
+    with db.connection():
+        if args.action == "show":
+            return policy_command.show(output=args.format, out=sys.stdout, err=sys.stderr)
+        if args.action == "set":
+            return policy_command.set_policy(
+                args.file, reason=args.reason, force=args.force, clock=system_clock, out=sys.stdout, err=sys.stderr
+            )
+        return policy_command.history(limit=args.limit, out=sys.stdout)
 
 
 def _describe_db(url: str) -> str:
@@ -624,7 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
     again.add_argument(
         "--save-snapshot", metavar="SNAPSHOT.json", help="write the database's current board as a snapshot and exit"
     )
-    again.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
+    again.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of the policy's)")
     again.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
     again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
     sub.add_parser(
@@ -639,14 +659,30 @@ def build_parser() -> argparse.ArgumentParser:
     trial.add_argument("--since", metavar="ISO", help="decisions evaluated at or after, e.g. 2026-11-01T00:00:00Z")
     trial.add_argument("--until", metavar="ISO", help="decisions evaluated before")
     trial.add_argument(
-        "--policy", metavar="FILE", help="a JSON policy (contracts/router-policy.json): any of the knobs to change"
+        "--policy",
+        metavar="FILE",
+        help="a JSON policy (contracts/router-policy.json), whole or partial: the members to change, rules included",
     )
-    trial.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of SVC_ROUTER_ALLOWLIST)")
+    trial.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of the policy's)")
     # Numbers are read by the command itself, so a bad one is one line saying so (exit 2), as for every input.
     trial.add_argument("--retry-budget", metavar="N", help="fixer dispatches per ticket per day")
     trial.add_argument("--fleet-size", metavar="N", help="tickets that may hold a slot in execute or ci")
     trial.add_argument("--max-flips", metavar="N", help="exit 1 when more than N decisions flip (for CI)")
     trial.add_argument("--format", choices=("text", "json"), default="text", help="text for people (default), json")
+    policy_parser = sub.add_parser(
+        "policy", help="the router's policy: its rules and knobs, versioned (show the one in force, set one, history)"
+    )
+    policy_actions = policy_parser.add_subparsers(dest="action", required=True)
+    shown = policy_actions.add_parser("show", help="the policy in force: who set it and why, its knobs, its rules")
+    shown.add_argument("--format", choices=("text", "json"), default="text", help="text for people (default), json")
+    setting = policy_actions.add_parser(
+        "set", help="make the whole policy in FILE the one in force, from the next event on, in every process"
+    )
+    setting.add_argument("file", metavar="FILE", help="a whole policy (contracts/router-policy.json, $defs/document)")
+    setting.add_argument("--reason", required=True, metavar="TEXT", help="why (kept with the version)")
+    setting.add_argument("--force", metavar="TEXT", help="make it whatever a check of it says; the reason to force")
+    listed = policy_actions.add_parser("history", help="the versions, newest first: who set each, when and why")
+    listed.add_argument("--limit", type=int, default=20, help="how many, newest first (default 20)")
     return parser
 
 

@@ -18,10 +18,10 @@ they cause is done by the real code, exactly as in production:
 Only what would leave the machine is stood in for: chat posts are recorded, not sent (as with no
 `DISCORD_WEBHOOK_URL`); the tracker close is answered by `SimulatedLinear` (one closed, one issue Linear does
 not know); bay wipes are recorded only, except one wipe that runs a real command which fails (`umount ... busy`),
-so the slot steward's retry shows. The router judges with the policy in force (`policy_in_force`), which the
-service started as documented keeps applying: the story is written for `DEMO_ALLOWLIST` (docs/board.md starts
-the demo and the service with it), under which every outcome occurs: `would_dispatch`, `blocked`, `no_action`,
-`rejected`.
+so the slot steward's retry shows. The router judges under the demo's own policy (`policy_in_force`: the first
+policy's rules, with the allowlist the story is written for, `DEMO_ALLOWLIST`), adopted as a new version of the
+database's policy before the story starts, so every outcome occurs (`would_dispatch`, `blocked`, `no_action`,
+`rejected`) and the service started afterwards judges the same way: under it nothing flips.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ from domain.router import scorecard
 from domain.router.backtest import Report, backtest
 from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
-from domain.router.gates import Policy
+from domain.router.policy import Policy
+from domain.router.policy_versions import adopt as adopt_policy
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
 from domain.router.shadow import ShadowRouter
@@ -184,13 +185,11 @@ class DemoBays:
 def policy_in_force(config: Config) -> Policy:
     """The router's policy the demo judges with and leaves in force: the one place that says which.
 
-    Until the router's policy is kept in the database, the policy in force is the environment's
-    (SVC_ROUTER_ALLOWLIST, SVC_RETRY_BUDGET, and a fleet of one), read again by every `svc` process started with the
-    same environment; so the demo judges with exactly that, and `svc run`, `svc backtest` and "Try a policy"
-    started as documented apply the policy its decisions record: under it nothing flips. Once the database keeps
-    the policy, this is where the demo sets the database's policy to the one the story is written for
-    (`DEMO_ALLOWLIST`) and returns it."""
-    return Policy.from_config(config)
+    The first policy's rules with the allowlist the story is written for (`DEMO_ALLOWLIST`) and a retry budget of
+    two; the story adopts it as a new version of the database's policy before its first event, so `svc run`,
+    `svc backtest` and "Try a policy" afterwards apply the very policy its decisions record (`svc policy history`
+    shows the demo set it)."""
+    return Policy.from_config(dataclasses.replace(config, router_allowlist=DEMO_ALLOWLIST, retry_budget_per_day=2))
 
 
 def demo_config(config: Config, policy: Policy) -> Config:
@@ -325,6 +324,19 @@ class Story:
                 check_contract("wallet-put.json", {"budget": 400.0, "spent": 236.5, "locked": False}), actor="ada"
             )
 
+        def policy() -> None:
+            # The demo's allowlist as the policy in force: what the router judges the story under, and what the
+            # service goes on judging with once the demo is done (its history says so).
+            adopt_policy(
+                Policy.from_config(self.config).document(),
+                reason="svc demo: the first policy's rules, with the demo's allowlist",
+                force=None,
+                actor="svc demo",
+                if_match=None,
+                clock=self.clock,
+            )
+
+        self.at(self.start - timedelta(minutes=31), policy)
         self.at(self.start - timedelta(minutes=30), initiatives)
 
     def create(self, hours: float, key: str, initiative: str, title: str, *, tracker: str | None = None) -> None:
@@ -604,19 +616,8 @@ def run(config: Config, *, force: bool, end: datetime, out: TextIO, err: TextIO)
 
 
 def _policy_words(policy: Policy) -> str:
-    """Which policy the router judged with, said so that a person runs the service under the same one."""
-    allowlist = ",".join(sorted(policy.allowlist))
-    said = (
-        f"the router judged with the policy in force, SVC_ROUTER_ALLOWLIST='{allowlist}' and "
-        f"SVC_RETRY_BUDGET={policy.retry_budget} (policy {policy.version}), which `svc run` and `svc backtest` "
-        "apply when started with the same environment."
-    )
-    if policy.allowlist == DEMO_ALLOWLIST:
-        return said
-    story = ",".join(sorted(DEMO_ALLOWLIST))
-    if not policy.allowlist:
-        said += " With no allowlist, every decision but the rejected envelopes is blocked on authorization."
+    """Which policy the router judged with, and that it is the one in force now."""
     return (
-        f"{said} The story is written for SVC_ROUTER_ALLOWLIST='{story}', under which every outcome occurs: "
-        "set it, then `svc demo --force` and `svc run` (docs/board.md)."
+        f"the router judged under the demo's policy {policy.version}, now the one in force (svc policy show), whose "
+        f"allowlist is {','.join(sorted(policy.allowlist))} and retry budget {policy.retry_budget}."
     )

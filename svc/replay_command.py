@@ -1,4 +1,7 @@
-"""The `svc replay` command: pick the board (database or snapshot file), stream the file, print the summary."""
+"""The `svc replay` command: pick the board (database or snapshot file) and the policy, stream the file, print the
+summary. Against the database, the policy is the one in force there; against a snapshot (no database needed), the
+first policy of the environment (`SVC_ROUTER_ALLOWLIST`, `SVC_RETRY_BUDGET`). `--allowlist` and `--retry-budget`
+change it either way."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import contracts
 from domain.clock import system_clock
 from domain.config import Config
 from domain.router.board_view import SnapshotBoardView, dump_snapshot
-from domain.router.gates import Policy
+from domain.router.policy import Policy
+from domain.router.policy_versions import PolicyInForce
 from domain.router.replay import replay
 from storage import db
 
@@ -27,18 +31,21 @@ def run(
     with_envelope: bool,
     out: TextIO,
     err: TextIO,
+    allowlist: frozenset[str] | None = None,
+    retry_budget: int | None = None,
 ) -> int:
     now = system_clock()
+    changes = {"allowlist": allowlist, "retry_budget": retry_budget}
     try:
-        return _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now)
+        return _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now, changes)
     except NoBoard as exc:
         err.write(f"svc replay: {exc}\n")
         return 2
 
 
-def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now) -> int:
+def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now, changes) -> int:
     if save_snapshot:
-        view = _from_database(config, now)
+        view, _ = _from_database(config, now)
         Path(save_snapshot).write_text(dump_snapshot(view, taken_at=now) + "\n", encoding="utf-8")
         err.write(f"svc replay: wrote the board as it is now to {save_snapshot}\n")
         return 0
@@ -57,10 +64,11 @@ def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now) ->
                 err.write(f"{snapshot}: {v.path or '/'}: {v.message}\n")
             return 2
         board = f"the snapshot {snapshot}"
+        policy = Policy.from_config(config)
     else:
-        view = _from_database(config, now)
+        view, policy = _from_database(config, now)
         board = "the board as it is now (read once; nothing is written)"
-    policy = Policy.from_config(config)
+    policy = policy.changed(**changes)
     try:
         handle = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115 (closed below)
     except OSError as exc:
@@ -75,11 +83,12 @@ def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now) ->
     return 0
 
 
-def _from_database(config: Config, now) -> SnapshotBoardView:
+def _from_database(config: Config, now) -> tuple[SnapshotBoardView, Policy]:
+    """The board as it is now, and the policy in force (the environment's first policy while none is stored)."""
     db.bind(db.open_database(config.database_url, max_connections=2))
     try:
         with db.connection():
-            return SnapshotBoardView.from_database(now=now)
+            return SnapshotBoardView.from_database(now=now), PolicyInForce(Policy.from_config(config))()
     except (OperationalError, ProgrammingError, InterfaceError) as exc:
         raise NoBoard(
             f"cannot read the board from the database ({type(exc).__name__}); start the service once "

@@ -232,6 +232,27 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "detail": "",
         }
     ],
+    # Schema version 6: a version is twelve hex digits, and each version follows another (`replaces`, unique).
+    "router_policy_version": [
+        {
+            "version": "0123456789ab",
+            "document": '{"allowlist":[],"fleet_size":1,"retry_budget":2,"rules":[]}',
+            "set_by": "svc",
+            "set_at": AT,
+            "reason": "the first policy",
+            "forced": None,
+            "replaces": 0,
+        },
+        {
+            "version": "ba9876543210",
+            "document": '{"allowlist":["github:ada"],"fleet_size":1,"retry_budget":2,"rules":[]}',
+            "set_by": "ada",
+            "set_at": AT,
+            "reason": "let Ada through",
+            "forced": "no evidence yet",
+            "replaces": 1,
+        },
+    ],
 }
 # The stage counts a database gets from its tickets (migration 2 fills them from the tickets of a version 1 one).
 STAGE_COUNTS = {"queued": 2, "execute": 1, "human_test": 1}

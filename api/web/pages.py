@@ -12,7 +12,7 @@ import falcon
 import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
-from api.web import bays, decisions, freshness, router_right, timeline
+from api.web import bays, decisions, freshness, policy_views, router_right, timeline
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
@@ -38,8 +38,9 @@ BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives")
 NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
 # A decision links to its subject's ticket page once that ticket exists.
-# The scorecard on it moves with a slot claimed too (a signal that the team took up a coder's work).
-DECISIONS_PARTS = ("decisions", "ticket_count", "slots", "reconciliation")
+# The scorecard on it moves with a slot claimed too (a signal that the team took up a coder's work), and the
+# policy panel with a new version of the policy.
+DECISIONS_PARTS = ("decisions", "ticket_count", "slots", "reconciliation", "policy")
 
 
 HEALTH_REUSE = timedelta(seconds=5)
@@ -351,6 +352,7 @@ class DecisionsPage:
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
             **router_right.scorecard_context(self.router, window_seconds=router_right.window_of(req)),
+            **policy_views.panel(),
             reconciled=reconciliation.this_week(now),
             **signed_in(req),
         )

@@ -1,10 +1,12 @@
 """Is the router right? On the web board: the scorecard on the decisions page (with a weekly picture), the
-decisions behind each of its numbers, "Try a policy" (a backtest), and one decision's own page with the facts its
-gates read and the policy they applied. Each reads through the same units as `api/resources/router_evidence.py`.
+decisions behind each of its numbers, "Try a policy" (a backtest of other rules and knobs, which an operator may then
+adopt), and one decision's own page with the facts its gates read and the policy they applied. Each reads through
+the same units as `api/resources/router_evidence.py` and `api/resources/router_policy.py`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +14,12 @@ from urllib.parse import urlencode
 
 import falcon
 
+import contracts
 from api.operations import Param
-from api.web import decisions, freshness
+from api.web import decisions, freshness, policy_views
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
+from domain.router import policy_versions
 from domain.router.gates import GATE_NAMES
 from domain.router.scorecard import GATE_CLASSES, ROLES, RULE_CLASSES, WINDOW_SECONDS
 
@@ -109,7 +113,7 @@ def scorecard_context(router, *, window_seconds: int = DAY) -> dict[str, Any]:
         "chart_bar": CHART_BAR,
         "window_seconds": window_seconds,
         "window_choices": WINDOW_CHOICES,
-        "policy": router.policy,
+        "policy": router.policy(),
     }
 
 
@@ -152,17 +156,24 @@ class DecisionPage:
 
 
 class TryPolicyPage:
-    """Try a policy: the backtest of the recorded decisions under the knobs in the form."""
+    """Try a policy: the backtest of the recorded decisions under the knobs and rules in the form; then, for an
+    operator, adopt it (a PUT of `router/policy` from the version the page showed, so a stale adopt is refused)."""
 
     operations = {
         "GET": _html(
-            "Try a policy: which recorded decisions would flip under another allowlist, retry budget or fleet "
-            "size, and because of which gate (a backtest; it changes nothing)",
+            "Try a policy: which recorded decisions would flip under other rules, another allowlist, retry budget "
+            "or fleet size, and because of which gate or rule (a backtest; it changes nothing). An operator may "
+            "then adopt it",
             # Any text: a value the form would not send is said beside its field (400), not refused as a query.
             params=(
                 Param("allowlist", {"type": "string"}, "Actor ids, one per line or comma-separated."),
                 Param("retry_budget", {"type": "string"}, "Fixer dispatches per ticket per day, 0 to 1000."),
                 Param("fleet_size", {"type": "string"}, "Tickets that may hold a slot in execute or ci, 1 to 1000."),
+                Param(
+                    "rules",
+                    {"type": "string"},
+                    "The rules, in order: a JSON array of rules (contracts/router-policy.json); empty: those in force.",
+                ),
             ),
             statuses=(200, 400),
         )
@@ -173,14 +184,16 @@ class TryPolicyPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         now = self.clock()
-        knobs, errors, given = self._knobs(req)
-        report = None
+        in_force = policy_versions.current()
+        today = in_force.policy if in_force is not None else self.router.policy()
+        members, errors, given = self._candidate(req)
+        report = candidate = None
         if not errors:
-            report = self.router.backtest(knobs, list_at_most=FLIPS_SHOWN)
+            report = self.router.backtest(members, list_at_most=FLIPS_SHOWN)
+            candidate = report.policy
             report = {**report.as_dict(), "flips": [_flip_view(f) for f in report.flips]}
         else:
             resp.status = falcon.HTTP_400
-        policy = self.router.policy
         page(
             resp,
             "try_policy.html",
@@ -188,41 +201,76 @@ class TryPolicyPage:
             report=report,
             errors=errors,
             form={
-                "allowlist": given.get("allowlist", "\n".join(sorted(policy.allowlist))),
-                "retry_budget": given.get("retry_budget", str(policy.retry_budget)),
-                "fleet_size": given.get("fleet_size", str(policy.fleet_size)),
+                "allowlist": given.get("allowlist", "\n".join(sorted(today.allowlist))),
+                "retry_budget": given.get("retry_budget", str(today.retry_budget)),
+                "fleet_size": given.get("fleet_size", str(today.fleet_size)),
+                "rules": given["rules"] if given.get("rules", "").strip() else rules_text(today),
             },
-            today=policy.as_dict(),
+            today=today.as_dict(),
+            in_force=in_force,
+            # What an operator may adopt: the candidate tried, whole, when it is not the policy in force already.
+            candidate=candidate,
+            candidate_json=json.dumps(candidate.document(), ensure_ascii=False) if candidate is not None else None,
+            candidate_rules=policy_views.rules_of(candidate) if candidate is not None else [],
+            adoptable=candidate is not None and in_force is not None and candidate.version != in_force.version,
             gate_names=GATE_NAMES,
             flips_shown=FLIPS_SHOWN,
             **signed_in(req),
         )
 
     @staticmethod
-    def _knobs(req: falcon.Request) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
-        knobs: dict[str, Any] = {}
-        errors: dict[str, str] = {}
-        given = {name: req.get_param(name) for name in ("allowlist", "retry_budget", "fleet_size")}
+    def _candidate(req: falcon.Request) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, str]]:
+        """The members the form changes, what is wrong with each field (in words), and the fields as given."""
+        members: dict[str, Any] = {}
+        errors: dict[str, list[str]] = {}
+        given = {name: req.get_param(name) for name in ("allowlist", "retry_budget", "fleet_size", "rules")}
         given = {name: value for name, value in given.items() if value is not None}
         if "allowlist" in given:
-            knobs["allowlist"] = [a.strip() for a in re.split(r"[,\s]+", given["allowlist"]) if a.strip()]
+            members["allowlist"] = [a.strip() for a in re.split(r"[,\s]+", given["allowlist"]) if a.strip()]
         for name, low, words in (("retry_budget", 0, "0 or more"), ("fleet_size", 1, "1 or more")):
             raw = given.get(name, "").strip()
             if not raw:
                 continue
             if not raw.isdigit() or not low <= int(raw) <= 1000:
-                errors[name] = f"a whole number, {words} (up to 1000)"
+                errors[name] = [f"a whole number, {words} (up to 1000)"]
             else:
-                knobs[name] = int(raw)
-        return knobs, errors, given
+                members[name] = int(raw)
+        text = given.get("rules", "").strip()
+        if text:
+            try:
+                members["rules"] = json.loads(text)
+            except ValueError as exc:
+                errors["rules"] = [f"not JSON: {exc}"]
+        if not errors:
+            # The schema's own verdict (the one checking path), each violation beside its field, in words.
+            for violation in contracts.violations("router-policy.json", members):
+                field, words = policy_views.violation_words(violation, members.get("rules"))
+                errors.setdefault(field if field in given else "rules", []).append(words)
+        return members, errors, given
+
+
+def rules_text(policy) -> str:
+    """A policy's rules as the form's JSON editor shows them: one rule to a line, in order."""
+    lines = [json.dumps(rule, ensure_ascii=False) for rule in policy.document()["rules"]]
+    return "[\n" + ",\n".join(f"  {line}" for line in lines) + "\n]" if lines else "[]"
 
 
 def _flip_view(flip) -> dict[str, Any]:
     return {
         **flip.as_dict(),
-        "recorded_words": decisions.OUTCOME_WORDS[flip.recorded],
-        "candidate_words": decisions.OUTCOME_WORDS[flip.candidate],
+        "recorded_words": decisions.OUTCOME_WORDS[flip.recorded] + _role_words(flip.recorded_role, flip),
+        "candidate_words": decisions.OUTCOME_WORDS[flip.candidate] + _role_words(flip.candidate_role, flip),
+        "rule_changed": flip.rule_changed,
+        "recorded_rule": flip.recorded_rule,
+        "candidate_rule": flip.candidate_rule,
     }
+
+
+def _role_words(role: str | None, flip) -> str:
+    """The role, said only when the flip changed it (the outcome alone says the rest)."""
+    if flip.recorded_role == flip.candidate_role:
+        return ""
+    return f" ({role})" if role else " (no role)"
 
 
 class BehindPage:

@@ -1,4 +1,5 @@
-"""Evaluating one valid envelope: every gate, then the rules; the outcome says what live mode would do."""
+"""Evaluating one valid envelope under a policy: its rules, then every gate; the outcome says what live mode would
+do."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from domain.router.board_view import BoardView
-from domain.router.gates import GATES, GateInput, Policy
-from domain.router.rules import first_match
+from domain.router.gates import GATES, GateInput
+from domain.router.policy import Policy
+from domain.router.rules import Rule
 
 WOULD_DISPATCH, BLOCKED, NO_ACTION, REJECTED = "would_dispatch", "blocked", "no_action", "rejected"
 # Every outcome a decision records: what live mode would do with a valid envelope, or `rejected`.
@@ -22,6 +24,11 @@ class Evaluation:
     outcome: str
     role: str | None
     gates: list[dict[str, Any]]
+    rule: Rule | None = None  # the policy's rule that matched the event, if one did
+
+    @property
+    def rule_name(self) -> str | None:
+        return self.rule.name if self.rule is not None else None
 
 
 def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: datetime) -> Evaluation:
@@ -33,7 +40,7 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
     subject = envelope["subject"]
     key = subject["id"] if subject["type"] == "ticket" else None
     ticket = view.ticket(key) if key is not None else None
-    rule = first_match(envelope)
+    rule = policy.first_match(envelope)
     role = rule.role if rule is not None else None
     given = GateInput(envelope, ticket, view, policy, now, role, key)
     results = []
@@ -50,4 +57,4 @@ def evaluate(envelope: dict[str, Any], view: BoardView, policy: Policy, *, now: 
         outcome = WOULD_DISPATCH
     else:
         outcome = NO_ACTION
-    return Evaluation(outcome, role, results)
+    return Evaluation(outcome, role, results, rule)

@@ -3,84 +3,28 @@ with its reason, not only the first that fails: a decision says everything that 
 
 | gate           | passes when                                                                                   |
 |----------------|-----------------------------------------------------------------------------------------------|
-| `authorization`| the actor id is on `SVC_ROUTER_ALLOWLIST`; kinds `unknown`, `untrusted_comment` fail closed |
+| `authorization`| the actor id is on the policy's allowlist; kinds `unknown`, `untrusted_comment` fail closed   |
 | `agreement`    | the subject's initiative is `active` or `done` (past the agree stage)                         |
 | `budget`       | the wallet is not locked                                                                      |
 | `fleet`        | fewer other tickets hold a slot in `execute` or `ci` than the fleet size (1)                  |
 | `human_gate`   | the ticket is not in, and the transition does not lead to, `human_test` or `human_merge`      |
 | `retry_budget` | the event would dispatch no fixer, or the ticket's fixer dispatches of the last day are below |
-|                | `SVC_RETRY_BUDGET` (default 2)                                                                |
+|                | the policy's retry budget (the first policy's: `SVC_RETRY_BUDGET`, default 2)                 |
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
-from domain.config import Config
 from domain.router.board_view import RETRY_WINDOW, BoardView, TicketState
+from domain.router.policy import Policy
 
 FAIL_CLOSED_ACTORS = frozenset({"unknown", "untrusted_comment"})
 AGREED_INITIATIVE_STAGES = frozenset({"active", "done"})
 HUMAN_GATES = frozenset({"human_test", "human_merge"})
-FLEET_SIZE = 1
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The knobs of the gates. Every decision records the policy it was taken under (`as_dict`, with its
-    `version`); `svc replay` and `svc backtest` change them to try a candidate policy on recorded history."""
-
-    allowlist: frozenset[str]
-    retry_budget: int = 2
-    fleet_size: int = FLEET_SIZE
-
-    @classmethod
-    def from_config(cls, config: Config) -> Policy:
-        return cls(allowlist=config.router_allowlist, retry_budget=config.retry_budget_per_day)
-
-    @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> Policy:
-        """A recorded policy (`as_dict`'s shape; the version is derived, never trusted)."""
-        return cls(
-            allowlist=frozenset(document["allowlist"]),
-            retry_budget=int(document["retry_budget"]),
-            fleet_size=int(document["fleet_size"]),
-        )
-
-    def changed(
-        self,
-        *,
-        allowlist: Iterable[str] | None = None,
-        retry_budget: int | None = None,
-        fleet_size: int | None = None,
-    ) -> Policy:
-        """This policy with the knobs given (not None) replaced: a candidate for a backtest."""
-        knobs: dict[str, Any] = {}
-        if allowlist is not None:
-            knobs["allowlist"] = frozenset(allowlist)
-        if retry_budget is not None:
-            knobs["retry_budget"] = retry_budget
-        if fleet_size is not None:
-            knobs["fleet_size"] = fleet_size
-        return replace(self, **knobs)
-
-    def knobs(self) -> dict[str, Any]:
-        return {"allowlist": sorted(self.allowlist), "retry_budget": self.retry_budget, "fleet_size": self.fleet_size}
-
-    @cached_property
-    def version(self) -> str:
-        """A short hash of the canonical knobs: two decisions taken under the same policy carry the same version."""
-        canonical = json.dumps(self.knobs(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"version": self.version, **self.knobs()}
 
 
 @dataclass(slots=True)
@@ -90,7 +34,8 @@ class GateInput:
     view: BoardView
     policy: Policy
     now: datetime
-    # The role of the rule that matches the event (`domain/router/rules.py`), or None: what live mode would dispatch.
+    # The role of the rule that matches the event (the policy's, `domain/router/rules.py`), or None: what live mode
+    # would dispatch.
     role: str | None = None
     # The subject's ticket key when the subject is a ticket (known on the board or not), else None.
     subject_key: str | None = None
@@ -131,7 +76,7 @@ def authorization_gate(given: GateInput) -> Verdict:
         return False, f"the {kind} actor has no id to check against the allowlist"
     if ident in given.policy.allowlist:
         return True, f"actor {ident} is on the allowlist"
-    return False, f"actor {ident} is not on SVC_ROUTER_ALLOWLIST"
+    return False, f"actor {ident} is not on the policy's allowlist"
 
 
 def agreement_gate(given: GateInput) -> Verdict:

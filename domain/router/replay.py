@@ -25,7 +25,7 @@ from contracts import conforms
 from contracts.envelope import ENVELOPE, envelope_violations
 from domain.router.board_view import RecordingBoardView, SnapshotBoardView
 from domain.router.evaluation import BLOCKED, NO_ACTION, REJECTED, WOULD_DISPATCH, evaluate
-from domain.router.gates import Policy
+from domain.router.policy import Policy
 
 RECENT_IDS = 10_000
 
@@ -57,7 +57,7 @@ def replay(
 ) -> ReplaySummary:
     """Evaluate each line of `lines` and write one decision per line to `out`; return the counts."""
     summary = ReplaySummary()
-    recorded = policy.as_dict()  # the policy as each decision records it, worked out once
+    recorded = policy.recorded  # the policy as each decision records it, worked out once
     recent: OrderedDict[str, int] = OrderedDict()
     # A file's text stream takes the encoded lines straight into its buffer (a line is written per envelope).
     raw = getattr(out, "buffer", None)
@@ -136,6 +136,7 @@ def _one(
         "kind": document["transition"]["kind"],
         "subject_id": subject["id"],
         "outcome": result.outcome,
+        "rule": result.rule_name,
         "role": result.role,
         "gates": result.gates,
         "dispatched": False,
@@ -153,6 +154,7 @@ def _rejected(number: int, document: Any, errors: list[dict[str, str]]) -> dict[
         "event_id": event_id if isinstance(event_id, str) else None,
         "mode": "replay",
         "outcome": REJECTED,
+        "rule": None,
         "role": None,
         "gates": [],
         "dispatched": False,

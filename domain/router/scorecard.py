@@ -31,6 +31,7 @@ from domain import units
 from domain.board import SlotClaimed
 from domain.router.evaluation import BLOCKED, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
+from domain.router.rules import Rule
 from storage import scorecard as rows
 
 DEFAULT_WINDOW = timedelta(days=1)
@@ -63,12 +64,23 @@ def record_decision(
     outcome: str,
     gates: list[dict[str, Any]],
     at: datetime,
+    rule: Rule | None = None,
 ) -> None:
-    """Keep an entry for a decision the scorecard judges (a matched rule about a ticket, dispatched or blocked)."""
+    """Keep an entry for a decision the scorecard judges (a matched rule about a ticket, dispatched or blocked),
+    with the rule and its version: a rule's evidence is counted under one version of it."""
     if role not in ROLES or outcome not in JUDGED_OUTCOMES or not subject_id:
         return
     failed = ",".join(g["gate"] for g in gates if not g["passed"])
-    rows.enter(decision_id=decision_id, subject_id=subject_id, role=role, outcome=outcome, failed_gates=failed, at=at)
+    rows.enter(
+        decision_id=decision_id,
+        subject_id=subject_id,
+        role=role,
+        outcome=outcome,
+        failed_gates=failed,
+        at=at,
+        rule=rule.name if rule is not None else None,
+        rule_version=rule.version if rule is not None else None,
+    )
 
 
 def record_signal(subject_id: str, roles: Iterable[str], *, at: datetime) -> None:

@@ -1,8 +1,9 @@
 """`ShadowRouter`: the unit of work behind `POST events` and the webhooks, the board's own events and the poller.
 
 For each envelope, in one transaction: validate it (a broken one is recorded as `rejected`); if its event id
-was accepted before, answer with that decision and record nothing; else run every gate and the rules against
-the live board and record one decision. Nothing is ever dispatched.
+was accepted before, answer with that decision and record nothing; else read the policy in force (the database's,
+`domain/router/policy_versions.py`), run its rules and every gate against the live board and record one decision,
+with the policy and the rule that matched. Nothing is ever dispatched.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from domain.router.backtest import Report, backtest
 from domain.router.board_view import LiveBoardView, RecordingBoardView, TicketState
 from domain.router.evaluation import OUTCOMES as OUTCOMES  # declared there; the router's readers take it here
 from domain.router.evaluation import REJECTED, evaluate
-from domain.router.gates import Policy
+from domain.router.policy import Policy
+from domain.router.policy_versions import PolicyInForce
+from domain.router.rules import SHADOW
 from domain.router.senders.payloads import Unmappable
 from domain.router.ticket_keys import KnownTicketKeys
 from storage import decisions
@@ -31,7 +34,8 @@ from storage.models import RouterDecision, Ticket
 
 log = logging.getLogger("svc.router")
 
-MODE = "shadow"
+# A rejected envelope's mode, and a decision's when no rule matched; otherwise it is its rule's mode.
+MODE = SHADOW
 
 
 class Intake(enum.Enum):
@@ -61,11 +65,11 @@ class Ignored:
 
 
 class ShadowRouter:
-    def __init__(self, config: Config, clock: Clock, *, policy: Policy | None = None):
+    def __init__(self, config: Config, clock: Clock):
         self.config = config
         self.clock = clock
-        self.policy = policy or Policy.from_config(config)
-        self.recorded_policy = self.policy.as_dict()
+        # The database's policy in force, read per event; the environment's first policy until one is stored.
+        self.policy = PolicyInForce(Policy.from_config(config))
         self.view = LiveBoardView()
         self.known_keys = KnownTicketKeys(config.ticket_prefixes)
 
@@ -140,11 +144,13 @@ class ShadowRouter:
         if taken_up:
             scorecard.record_signal(document["subject"]["id"], taken_up, at=now)
         view = RecordingBoardView(self.view)
-        result = evaluate(document, view, self.policy, now=now)
+        policy = self.policy()
+        result = evaluate(document, view, policy, now=now)
+        rule = result.rule
         row = decisions.record(
             event_id=event_id,
             evaluated_at=now,
-            mode=MODE,
+            mode=rule.mode if rule is not None else MODE,
             source=document["source"],
             kind=document["transition"]["kind"],
             subject_id=document["subject"]["id"],
@@ -153,8 +159,9 @@ class ShadowRouter:
             gates=result.gates,
             envelope=document,
             errors=None,
-            policy=self.recorded_policy,
+            policy=policy.recorded,
             facts=view.facts_dict(),
+            rule=rule.name if rule is not None else None,
         )
         scorecard.record_decision(
             decision_id=row.id,
@@ -163,6 +170,7 @@ class ShadowRouter:
             outcome=result.outcome,
             gates=result.gates,
             at=now,
+            rule=rule,
         )
         # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
         decisions.accept(same_event, row, at=now, alias=event_id)
@@ -178,8 +186,9 @@ class ShadowRouter:
         until: datetime | None = None,
         list_at_most: int | None = None,
     ) -> Report:
-        """Every recorded decision in the range under today's policy with `knobs` changed; writes nothing."""
-        candidate = self.policy.changed(**knobs)
+        """Every recorded decision in the range under the policy in force with the members of `knobs` (a partial
+        policy document) changed; writes nothing."""
+        candidate = self.policy().changed(**knobs)
         return backtest(candidate, since=since, until=until, list_at_most=list_at_most)
 
     def scorecard(

@@ -94,6 +94,10 @@ BODIES = {
     "writing-automation-set": lambda f: {"enabled": False},
     "ops-pulse-request": lambda f: {"post_to_chat": "never"},
     "ops-empty-request": lambda f: {},
+    "router-policy-put": lambda f: {
+        "policy": {"allowlist": [f.new_key.lower()], "retry_budget": 2, "fleet_size": 1, "rules": []},
+        "reason": "tried by a test",
+    },
 }
 PATH_VALUES = {"key": lambda f: f.ticket, "id": lambda f: "port", "name": lambda f: f.slot}
 
@@ -125,14 +129,17 @@ def test_a_viewer_gets_403_and_records_nothing_on_every_operation_that_changes_s
             schema = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
             assert schema in BODIES, f"{method} {template}: add an example body for {schema} to this test"
             body = BODIES[schema](fresh)
+        # A change that must name the version it was decided on (If-Match, required) names whatever is current.
+        required = [p["name"] for p in op.get("parameters", []) if p["in"] == "header" and p["required"]]
+        headers = {"If-Match": "*"} if "If-Match" in required else {}
         before = everything_stored()
-        refused = viewer.request(method, path, json=body)
+        refused = viewer.request(method, path, json=body, headers=headers)
         assert refused.status_code == 403, (method, path, refused.text)
         assert refused.headers["content-type"] == "application/problem+json"
         assert refused.json["type"].endswith("/viewer") and "vera" in refused.json["detail"]
         assert everything_stored() == before, f"{method} {path}: a viewer's refused request recorded something"
         # The same request from an operator goes through: the viewer was refused for who they are, not for the body.
-        done = operator.request(method, path, json=body)
+        done = operator.request(method, path, json=body, headers=headers)
         assert done.status_code < 300, (method, path, done.text)
 
 

@@ -118,7 +118,7 @@ def test_an_actor_off_the_allowlist_is_blocked(app_factory, config_factory):
     seed_board(api, tickets={"PORT-12": "queued"})
     decision = post_event(api, example(MAPPING + "1-tracker-state-changed-queued-to-execute.json")).json["decision"]
     assert decision["outcome"] == "blocked"
-    assert "not on SVC_ROUTER_ALLOWLIST" in gate(decision, "authorization")["reason"]
+    assert "not on the policy's allowlist" in gate(decision, "authorization")["reason"]
 
 
 @pytest.mark.parametrize(

@@ -145,6 +145,8 @@ PROBES = {
         {"a": 1},
     ),
     "unevaluatedItems": ({"prefixItems": [{}], "unevaluatedItems": False}, [1, 2], [1]),
+    # Our own (contracts.KEYWORDS): both engines enforce it with the same function.
+    "x-unique-by": ({"x-unique-by": "name"}, [{"name": "a"}, {"name": "b"}, {"name": "a"}], [{"name": "a"}, {}]),
 }
 _SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "dependentSchemas"}
 _SCHEMA_ONE = {
@@ -193,8 +195,14 @@ def test_the_fast_engine_enforces_each_probed_keyword_as_the_reference_does(keyw
 
     schema, refused, accepted = PROBES[keyword]
     schema = {"$schema": contracts.META_SCHEMA, **schema}
-    fast = jsonschema_rs.Draft202012Validator(schema, validate_formats=True, formats=contracts.FORMATS)
-    reference = Draft202012Validator(schema, format_checker=contracts.format_checker())
+    # Each engine as `contracts` builds it: with our own keywords, and our formats.
+    fast = jsonschema_rs.Draft202012Validator(
+        schema,
+        validate_formats=True,
+        formats=contracts.FORMATS,
+        keywords={name: engines[0] for name, engines in contracts.KEYWORDS.items()},
+    )
+    reference = contracts.reference_class()(schema, format_checker=contracts.format_checker())
     assert (fast.is_valid(refused), reference.is_valid(refused)) == (False, False)
     assert (fast.is_valid(accepted), reference.is_valid(accepted)) == (True, True)
 
@@ -204,3 +212,20 @@ def test_a_lone_surrogate_the_fast_engine_cannot_take_is_judged_by_the_reference
     assert contracts.conforms("writing-notify.json", {"status": "FAIL_QA", "items": [{"title": "a\ud800"}]})
     assert not contracts.conforms("writing-notify.json", {"status": "FAIL_\ud800"})
     assert [v.path for v in contracts.violations("writing-notify.json", {"status": "FAIL_\ud800"})] == ["/status"]
+
+
+def test_our_own_keyword_holds_behind_a_reference_to_another_file_s_root():
+    # The reference validator reads each file without its `$schema`, so a `$ref` that lands on a file's root keeps
+    # our keywords: the backtest request refers to the candidate policy, which is router-policy.json's root.
+    twice = {"rules": [{"name": "a", "role": None, "when": {}}, {"name": "a", "role": None, "when": {}}]}
+    for name, document, path in (
+        ("router-policy.json", twice, "/rules/1/name"),
+        ("router-backtest-request.json", {"policy": twice}, "/policy/rules/1/name"),
+        (
+            "router-policy-put.json",
+            {"policy": {**twice, "allowlist": [], "retry_budget": 2, "fleet_size": 1}, "reason": "x"},
+            "/policy/rules/1/name",
+        ),
+    ):
+        assert not contracts.conforms(name, document)
+        assert [v.path for v in contracts.violations(name, document)] == [path]

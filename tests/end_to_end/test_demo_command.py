@@ -27,15 +27,16 @@ def test_demo_refuses_a_database_with_tickets_and_force_replaces_them(api, datab
     forced = demo(database_url, tmp_path, "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert "18 tickets in 5 initiatives" in forced.stdout
-    # What to run next: the whole service (`svc serve` alone has no jobs process, so bay releases never finish).
+    # What to run next: the whole service (`svc serve` alone has no jobs process, so bay releases never finish);
+    # the demo's policy, which its router judged under, is the one in force, so the decisions page's scorecard and
+    # backtest mean something.
     assert "now `svc run`" in forced.stdout and "`svc serve`" not in forced.stdout
+    assert "whose allowlist is github:github-actions," in forced.stdout
+    in_force = api.get("/api/v1/router/policy").json
+    assert "github:github-actions" in in_force["policy"]["allowlist"] and in_force["set_by"] == "svc demo"
     keys = {t["key"] for t in api.get("/api/v1/tickets?limit=500").json["tickets"]}
     assert "OURS-1" not in keys and {"PORT-12", "WRITING-DAILY"} <= keys
-    # Started without an allowlist, it judged with the policy in force (an empty allowlist), said so, and said how
-    # to get the story it is written for; under that policy, nothing flips.
-    assert "SVC_ROUTER_ALLOWLIST='' and SVC_RETRY_BUDGET=2" in forced.stdout
-    assert "blocked on authorization" in forced.stdout
-    assert "The story is written for SVC_ROUTER_ALLOWLIST='github:github-actions," in forced.stdout
+    # Under the policy it left in force, a backtest flips nothing.
     env = svc_env(DATABASE_URL=database_url, SVC_DATA_DIR=str(tmp_path))
     today = subprocess.run(
         [SVC, "backtest", "--format", "json"], env=env, capture_output=True, text=True, timeout=120, check=False

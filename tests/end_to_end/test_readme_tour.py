@@ -5,7 +5,8 @@ free port, and `make run`, where the tour restarts the service with another envi
 it (the real target would install first). A person's password is piped, as `svc user add` allows.
 
 The tour ends at what a reader is promised: a decision `blocked` with each gate saying why, then, once the
-initiative is agreed and the CI actor allowed, the fixer `would_dispatch`."""
+initiative is agreed and the CI actor allowed (a new version of the router's policy, set while the service runs),
+the fixer `would_dispatch`."""
 
 from __future__ import annotations
 
@@ -101,11 +102,13 @@ def test_the_readme_tour_runs_as_written_and_reaches_would_dispatch(tmp_path, da
     assert (first["outcome"], first["role"]) == ("blocked", "fixer")
     reasons = {gate["gate"]: gate["reason"] for gate in first["gates"] if not gate["passed"]}
     assert reasons == {
-        "authorization": "actor github:github-actions is not on SVC_ROUTER_ALLOWLIST",
+        "authorization": "actor github:github-actions is not on the policy's allowlist",
         "agreement": "initiative portfolio is at agree, not yet agreed",
     }
-    assert (newest["outcome"], newest["role"]) == ("would_dispatch", "fixer")
+    assert (newest["outcome"], newest["role"], newest["rule"]) == ("would_dispatch", "fixer", "fixer")
     assert all(gate["passed"] for gate in newest["gates"])
+    # Under the policy the tour set while the service ran (`svc policy set`), not the one it started with.
+    assert newest["policy"]["allowlist"] == ["github:github-actions"] != first["policy"]["allowlist"]
     assert "svc user: added alice (operator" in output
 
 

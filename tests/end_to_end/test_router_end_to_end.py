@@ -66,3 +66,96 @@ def test_webhooks_are_recorded_by_the_server_and_board_events_by_the_jobs_proces
         if worker is not None:
             worker.stop()
         server.stop()
+
+
+def test_a_new_policy_reaches_the_server_and_the_jobs_process_without_a_restart(tmp_path, database_url):
+    """Both processes route under the first policy, stored at the first start from the environment; a PUT makes
+    another the one in force, and the next event each routes is decided under it. A restart whose environment
+    disagrees with the policy says so in one line and changes nothing."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = svc_env(
+        SVC_DATA_DIR=str(tmp_path),
+        SVC_PORT=str(port),
+        DATABASE_URL=database_url,
+        SVC_CI_WEBHOOK_SECRET=CI_SECRET,
+        SVC_BASIC_AUTH=":".join(BASIC),
+        SVC_ROUTER_ALLOWLIST="svc:admin",
+        SVC_OPS_SCHEDULER="external",
+    )
+    server = ServiceProcess(["serve"], env, tmp_path / "serve.log").start()
+    worker = ServiceProcess(["jobs"], env, tmp_path / "jobs.log").start()
+    again = None
+    try:
+        server.wait_healthy(base)
+        session = requests.Session()
+        session.auth = BASIC
+        session.post(base + "/api/v1/initiatives", json={"id": "portfolio", "name": "P", "stage": "active"}, timeout=5)
+        for key in ("PORT-1", "PORT-2"):
+            made = session.post(
+                base + "/api/v1/tickets",
+                json={"key": key, "initiative_id": "portfolio", "title": key, "stage": "queued"},
+                timeout=5,
+            )
+            assert made.status_code == 201
+
+        def decision_about(key, source):
+            found = session.get(base + f"/api/v1/router/decisions?subject_id={key}&source={source}", timeout=5).json()[
+                "decisions"
+            ]
+            return found[0] if found and found[0]["kind"] == "state_changed" and found[0]["role"] else None
+
+        def event(key):
+            document = {
+                "schema": "svc.normalized-event/v0",
+                "id": f"tracker:{key}:to-execute",
+                "occurred_at": "2026-11-20T10:00:00Z",
+                "source": "tracker",
+                "transition": {"kind": "state_changed", "from": "queued", "to": "execute"},
+                "subject": {"type": "ticket", "id": key},
+                "actor": {"kind": "human", "id": "svc:admin"},
+                "dispatch_hints": {"eligible_for_worker": True},
+            }
+            answer = requests.post(
+                base + "/api/v1/events", json=document, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=5
+            )
+            assert answer.status_code == 202, answer.text
+            return answer.json()["decision"]
+
+        first = session.get(base + "/api/v1/router/policy", timeout=5)
+        assert first.json()["policy"]["allowlist"] == ["svc:admin"] and first.json()["set_by"] == "svc"
+        # Under the first policy: the server routes an event, the jobs process a move on the board.
+        assert event("PORT-1")["outcome"] == "would_dispatch"
+        session.post(base + "/api/v1/tickets/PORT-1/move", json={"to": "execute"}, timeout=5)
+        moved = wait_until(lambda: decision_about("PORT-1", "svc"), what="the jobs process routing the move")
+        assert (moved["outcome"], moved["policy"]["version"]) == ("would_dispatch", first.json()["version"])
+
+        # A new policy: the admin is off the allowlist.
+        changed = session.put(
+            base + "/api/v1/router/policy",
+            json={"policy": {**first.json()["policy"], "allowlist": ["svc:someone-else"]}, "reason": "e2e"},
+            headers={"If-Match": first.headers["ETag"]},
+            timeout=5,
+        )
+        assert changed.status_code == 200, changed.text
+        version = changed.json()["version"]
+        decided = event("PORT-2")
+        assert (decided["outcome"], decided["policy"]["version"]) == ("blocked", version)
+        session.post(base + "/api/v1/tickets/PORT-2/move", json={"to": "execute"}, timeout=5)
+        moved = wait_until(lambda: decision_about("PORT-2", "svc"), what="the jobs process routing the second move")
+        assert (moved["outcome"], moved["policy"]["version"]) == ("blocked", version)
+
+        # A restart of the jobs process with the old environment: one line says it disagrees; nothing changes.
+        worker.stop()
+        again = ServiceProcess(["jobs"], env, tmp_path / "jobs-again.log").start()
+        said = wait_until(
+            lambda: [line for line in again.output().splitlines() if "router policy:" in line],
+            what="the jobs process saying the environment disagrees",
+        )
+        assert len(said) == 1 and "SVC_ROUTER_ALLOWLIST=svc:admin" in said[0] and version in said[0]
+        assert session.get(base + "/api/v1/router/policy", timeout=5).json()["version"] == version
+        assert "router policy:" not in worker.output()  # the first start stored the policy, and said nothing
+    finally:
+        for process in (again, worker, server):
+            if process is not None:
+                process.stop()

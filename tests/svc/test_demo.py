@@ -29,14 +29,8 @@ def demo(tmp_path_factory, session_database_url):
     url = session_database_url or f"sqlite:///{folder / 'svc.sqlite3'}"
     if session_database_url:
         _empty_postgres(url)
-    # As docs/board.md starts it: with the allowlist the story is written for.
-    config = Config(
-        data_dir=folder,
-        database_url=url,
-        ci_webhook_secret=CI_SECRET,
-        basic_auth=BASIC,
-        router_allowlist=demo_story.DEMO_ALLOWLIST,
-    )
+    # As docs/board.md starts it: the demo sets the router's policy itself.
+    config = Config(data_dir=folder, database_url=url, ci_webhook_secret=CI_SECRET, basic_auth=BASIC)
     app = create_app(config, clock=FakeClock(END + timedelta(minutes=2)))
     filled = demo_story.fill(config, end=END)
     yield SimpleNamespace(api=ApiClient(app, basic=BASIC, ci_secret=CI_SECRET), filled=filled, config=config)
@@ -86,9 +80,11 @@ def test_the_router_recorded_every_outcome_from_every_source(demo):
 
 
 def test_the_policy_it_judged_with_is_the_policy_in_force_under_which_nothing_flips(demo):
-    from domain.router.gates import Policy
+    from svc.demo import DEMO_ALLOWLIST, policy_in_force
 
-    assert demo.filled.policy == Policy.from_config(demo.config)
+    in_force = demo.api.get("/api/v1/router/policy").json
+    assert demo.filled.policy.version == policy_in_force(demo.config).version == in_force["version"]
+    assert set(in_force["policy"]["allowlist"]) == DEMO_ALLOWLIST and in_force["set_by"] == "svc demo"
     today = demo.api.post("/api/v1/router/backtest", json={})
     assert today.status_code == 200, today.text
     assert today.json["flipped"] == 0 and today.json["evaluated"] > 100
@@ -106,11 +102,7 @@ def test_the_suggested_backtest_flips_what_the_advice_says(demo):
 
     suggestion = demo.filled.suggestion
     assert suggestion.command == "svc backtest --fleet-size 2"
-    env = svc_env(
-        DATABASE_URL=demo.config.database_url,
-        SVC_DATA_DIR=str(demo.config.data_dir),
-        SVC_ROUTER_ALLOWLIST=",".join(sorted(demo.config.router_allowlist)),
-    )
+    env = svc_env(DATABASE_URL=demo.config.database_url, SVC_DATA_DIR=str(demo.config.data_dir))
     ran = subprocess.run(
         [SVC, *suggestion.command.split()[1:], "--format", "json"],
         env=env,

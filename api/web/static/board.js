@@ -14,8 +14,9 @@ function announce(text) {
 // ---------------------------------------------------------------------------------------------------------
 // Actions: a <form class="api"> names its endpoint (data-endpoint, `{field}` filled from the form), its method
 // (data-method, POST by default), an optional confirmation (data-confirm, on the form or the chosen <option>),
-// what to say when it worked (data-done), and data-base: a resource to read first, so a PUT changes only the
-// fields this form has (the wallet's lock keeps the budget someone else just set). The automation checkbox sends
+// what to say when it worked (data-done), where to go then (data-go-to), and data-base: a resource to read first,
+// so a PUT changes only the fields this form has (the wallet's lock keeps the budget someone else just set). A
+// field with data-type="json" sends the JSON document it holds. The automation checkbox sends
 // itself the same way (`send`).
 
 // Controls a person has changed and not yet sent: the live refresh leaves them as they are.
@@ -89,6 +90,14 @@ function fieldValue(control) {
   if (value === "") return undefined;
   if (control.dataset.type === "number") return Number(value);
   if (control.dataset.type === "boolean") return value === "true";
+  if (control.dataset.type === "json") {
+    // A document the page wrote (the policy Try a policy tried); should it not read, the API says what is wrong.
+    try {
+      return JSON.parse(value);
+    } catch (error) {
+      return value;
+    }
+  }
   return value;
 }
 
@@ -216,6 +225,11 @@ async function submitAction(event) {
     const focusAfter = form.dataset.focusAfter;
     if (focusAfter && form.contains(document.activeElement)) document.activeElement.blur();
     announce(form.dataset.done || "Done.");
+    if (form.dataset.goTo) {
+      // The change is shown elsewhere (an adopted policy, on the decisions page): go there.
+      window.location.assign(form.dataset.goTo);
+      return;
+    }
     form.removeAttribute("aria-busy");
     live.release(); // a round that came back while the form was on its way left it as it was: take all of it now
     await live.now();

@@ -27,7 +27,6 @@ def demo(tmp_path, database_url):
         basic_auth=f"{USER}:{PASSWORD}",
         ci_webhook_secret=CI_SECRET,
         threads=4,
-        router_allowlist=demo_story.DEMO_ALLOWLIST,
     )
     server = BoardServer(config)
     try:

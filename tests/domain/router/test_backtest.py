@@ -1,10 +1,12 @@
 """What would this policy change do? Each decision records its policy and facts; `svc backtest` and
 `POST /api/v1/router/backtest` re-evaluate them under a candidate against the board as it was then."""
 
+import copy
 import json
 
 import pytest
 
+from domain.router.policy import FIRST_RULES
 from svc.cli import main
 
 from events_kit import ALLOWLIST, seed_board
@@ -110,6 +112,112 @@ def test_a_larger_fleet_flips_the_decisions_the_fleet_gate_blocked(api):
     }
 
 
+def rules_with(*extra, after=()) -> list[dict]:
+    """The first policy's rules with `extra` before them and `after` them."""
+    return [*extra, *copy.deepcopy(list(FIRST_RULES)), *after]
+
+
+def test_a_candidate_s_rules_flip_decisions_and_each_flip_names_the_rule_before_and_after(api):
+    seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "queued", "PORT-3": "ci"})
+    coder = route(api, envelope("state_changed", "PORT-1"))
+    other = route(api, envelope("state_changed", "PORT-2", to="blocked"))
+    fixer = route(api, envelope("pipeline_failed", "PORT-3", actor="gitlab:gitlab-ci"))
+    assert [(d["outcome"], d["rule"]) for d in (coder, other, fixer)] == [
+        ("would_dispatch", "coder"),
+        ("no_action", None),
+        ("would_dispatch", "fixer"),
+    ]
+    # Hold PORT-1 back with a rule of its own, tried first; let every move to blocked call the fixer.
+    hold = {"name": "hold_port_1", "role": None, "when": {"subject.id": "PORT-1"}}
+    blocked = {"name": "fix_blocked", "role": "fixer", "when": {"transition.to": "blocked"}}
+    report = backtest(api, policy={"rules": rules_with(hold, after=[blocked])})
+    assert report["flipped"] == 2 and report["unchanged"] == 1
+    assert report["flips"] == [
+        {
+            "decision_id": coder["id"],
+            "event_id": coder["event_id"],
+            "subject_id": "PORT-1",
+            "recorded": "would_dispatch",
+            "candidate": "no_action",
+            "gates": [],
+            "rule": {"recorded": "coder", "candidate": "hold_port_1"},
+        },
+        {
+            "decision_id": other["id"],
+            "event_id": other["event_id"],
+            "subject_id": "PORT-2",
+            "recorded": "no_action",
+            "candidate": "would_dispatch",
+            "gates": [],
+            "rule": {"recorded": None, "candidate": "fix_blocked"},
+        },
+    ]
+    # Each flip under its recorded rule, or the candidate's when none was recorded.
+    assert report["flips_by_rule"] == {"coder": 1, "fix_blocked": 1}
+    assert [r["name"] for r in report["policy"]["rules"]] == [
+        "hold_port_1",
+        "wait_for_ci",
+        "coder",
+        "fixer",
+        "fix_blocked",
+    ]
+    assert report["policy"]["allowlist"] == sorted(ALLOWLIST)  # members left out are the policy in force's
+
+
+def test_a_candidate_that_dispatches_another_role_flips_though_the_outcome_stays(api):
+    seed_board(api, tickets={"PORT-1": "queued"})
+    coder = route(api, envelope("state_changed", "PORT-1"))
+    fixer_instead = {"name": "fix_it", "role": "fixer", "when": {"transition.to": "execute"}}
+    report = backtest(api, policy={"rules": rules_with(fixer_instead)})
+    (flip,) = report["flips"]
+    assert (flip["decision_id"], flip["recorded"], flip["candidate"]) == (
+        coder["id"],
+        "would_dispatch",
+        "would_dispatch",
+    )
+    assert flip["rule"] == {"recorded": "coder", "candidate": "fix_it"}
+
+
+def test_reordering_rules_that_never_match_the_same_event_flips_nothing(api):
+    seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "ci"})
+    route(api, envelope("state_changed", "PORT-1"))
+    route(api, envelope("pipeline_failed", "PORT-2", actor="gitlab:gitlab-ci"))
+    reordered = list(reversed(copy.deepcopy(list(FIRST_RULES))))
+    report = backtest(api, policy={"rules": reordered})
+    assert (report["flipped"], report["unchanged"], report["flips_by_rule"]) == (0, 2, {})
+
+
+def test_a_decision_recorded_before_the_rules_were_data_is_counted_under_the_rule_that_matched_it(api, db_session):
+    from storage.models import RouterDecision
+
+    seed_board(api, tickets={"PORT-1": "queued"})
+    decision = route(api, envelope("state_changed", "PORT-1"))
+    # As schema version 5 left it: the policy's three knobs, no rule.
+    knobs = {k: decision["policy"][k] for k in ("allowlist", "retry_budget", "fleet_size")}
+    RouterDecision.update(policy={"version": "0123456789ab", **knobs}, rule=None).where(
+        RouterDecision.id == decision["id"]
+    ).execute()
+    assert backtest(api)["flipped"] == 0  # read as the document it was: the first policy's rules
+    report = backtest(api, policy={"rules": []})
+    assert report["flips"][0]["rule"] == {"recorded": "coder", "candidate": None}
+    assert report["flips_by_rule"] == {"coder": 1}
+
+
+def test_a_flip_that_matched_no_rule_either_way_is_counted_under_no_rule(api):
+    seed_board(api, tickets={"PORT-1": "queued"})
+    route(api, envelope("opened", "PORT-1", actor=STRANGER))  # no rule: blocked on authorization alone
+    report = backtest(api, policy={"allowlist": [STRANGER]})
+    assert report["flips"][0]["candidate"] == "no_action" and "rule" not in report["flips"][0]
+    assert report["flips_by_rule"] == {"(no rule)": 1}
+
+
+def test_a_candidate_s_rules_are_checked_like_a_policy_s(api):
+    twice = [{"name": "same", "role": None, "when": {}}, {"name": "same", "role": "coder", "when": {"sourse": "ci"}}]
+    refused = api.post("/api/v1/router/backtest", json={"policy": {"rules": twice}})
+    assert refused.status_code == 422
+    assert {e["path"] for e in refused.json["errors"]} == {"/policy/rules/1/name", "/policy/rules/1/when/sourse"}
+
+
 def test_decisions_recorded_without_facts_are_not_replayable_and_never_guessed(api, db_session):
     from storage.models import RouterDecision
 
@@ -209,6 +317,19 @@ def test_svc_backtest_refuses_bad_input_with_one_line(config, capsys, monkeypatc
     code, out, err = cli(capsys, monkeypatch, config, *args)
     assert code == 2 and out == ""
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_svc_backtest_tries_a_policy_file_s_rules_and_counts_flips_by_rule(
+    history, config, capsys, monkeypatch, tmp_path
+):
+    policy = tmp_path / "policy.json"
+    open_door = {"name": "anyone_to_execute", "role": "coder", "when": {"transition.to": "execute"}}
+    policy.write_text(json.dumps({"allowlist": [STRANGER], "rules": [open_door]}))
+    code, out, _ = cli(capsys, monkeypatch, config, "--policy", str(policy))
+    assert code == 0, out
+    assert "rules anyone_to_execute (coder, shadow)" in out
+    assert "flips by rule: coder 3" in out
+    assert "because of authorization; rule coder -> anyone_to_execute" in out
 
 
 def test_svc_backtest_names_what_is_wrong_in_a_policy_file(config, capsys, monkeypatch, tmp_path):

@@ -6,7 +6,8 @@ import pytest
 
 from domain.router.board_view import Facts, RecordingBoardView, SnapshotBoardView, TicketState
 from domain.router.evaluation import evaluate
-from domain.router.gates import GATE_NAMES, GATES, Policy
+from domain.router.gates import GATE_NAMES, GATES
+from domain.router.policy import Policy
 
 from events_kit import example
 
@@ -33,7 +34,7 @@ def test_a_pr_that_names_no_ticket_is_blocked_on_agreement_but_every_gate_is_rec
     assert [g["gate"] for g in result.gates] == list(GATE_NAMES)
     failed = {g["gate"]: g["reason"] for g in result.gates if not g["passed"]}
     assert failed == {
-        "authorization": "actor github:mona is not on SVC_ROUTER_ALLOWLIST",
+        "authorization": "actor github:mona is not on the policy's allowlist",
         "agreement": "no initiative is known for the subject",
     }
     assert result.outcome == "blocked"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from domain.router.board_view import SnapshotBoardView, TicketState
-from domain.router.gates import Policy
+from domain.router.policy import Policy
 from domain.router.replay import replay
 from svc.cli import main
 

@@ -1,0 +1,212 @@
+"""The router's policy in force and its history (the rows: `storage/policy_versions.py`): the first policy stored on
+the first start, a change judged and then adopted, and the policy every routed event reads.
+
+Versions are rows that never change, and the newest is the one in force, so every API and jobs process applies a new
+version from its next event on: each event reads the newest row's id and version (one indexed one-row statement,
+inside its own unit of work) and parses the document only when the version is one it has not held before
+(`PolicyInForce`). A decision therefore records exactly the policy its transaction saw.
+
+A change goes through `adopt`: the `If-Match` check, an equal document stored no second time, `judge` (the one
+place that may refuse a change for what it changes: issue 29's evidence before a rule goes live), then the row.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from domain import entity_tags, units
+from domain.clock import Clock
+from domain.config import Config
+from domain.router.policy import Policy
+from storage import policy_versions as rows
+
+log = logging.getLogger("svc.config")
+
+FIRST_SET_BY = "svc"
+FIRST_REASON = (
+    "the first policy: the contract's three rules, with the allowlist (SVC_ROUTER_ALLOWLIST) and the retry budget "
+    "(SVC_RETRY_BUDGET) of the environment of the first start"
+)
+
+
+@dataclass(frozen=True)
+class PolicyVersion:
+    """One stored version: the policy, and who set it, when, why, and (when forced) the reason for forcing it."""
+
+    id: int
+    version: str
+    policy: Policy
+    set_by: str | None
+    set_at: datetime
+    reason: str
+    force: str | None
+
+    @property
+    def forced(self) -> bool:
+        return self.force is not None
+
+    @property
+    def tag(self) -> str:
+        """The `ETag` of this version (`If-Match` names it)."""
+        return entity_tags.policy_tag(self.version)
+
+
+def _version(row: Any) -> PolicyVersion:
+    return PolicyVersion(
+        id=row.id,
+        version=row.version,
+        policy=Policy.from_document(row.document),
+        set_by=row.set_by,
+        set_at=row.set_at,
+        reason=row.reason,
+        force=row.forced,
+    )
+
+
+# -- reading -------------------------------------------------------------------------------------------------------
+
+
+def current() -> PolicyVersion | None:
+    """The policy in force, or None on a database where none was ever stored."""
+    row = rows.newest()
+    return _version(row) if row is not None else None
+
+
+def history(*, limit: int, cursor: str | None) -> tuple[list[PolicyVersion], str | None]:
+    """The versions, newest first, keyset-paged."""
+    found, after = rows.page(limit=limit, cursor=cursor)
+    return [_version(row) for row in found], after
+
+
+class PolicyInForce:
+    """The policy each routed event applies: the newest version, checked per event by its id and version alone,
+    parsed and compiled once per version and held here (a version is an immutable row: no writer can make what is
+    held differ from what is stored). Before any version is stored, `fallback` (the first policy, from the
+    environment) applies, and is what the first start stores."""
+
+    def __init__(self, fallback: Policy):
+        self.fallback = fallback
+        self._held: tuple[str, Policy] | None = None
+
+    def __call__(self) -> Policy:
+        """Call inside a unit of work (or a connection)."""
+        found = rows.newest_version()
+        if found is None:
+            return self.fallback
+        version_id, version = found
+        held = self._held
+        if held is not None and held[0] == version:
+            return held[1]
+        row = rows.get(version_id)
+        policy = Policy.from_document(row.document) if row is not None else self.fallback
+        self._held = (version, policy)
+        return policy
+
+
+# -- changing ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What became of a policy change: the version in force after it, and whether it was stored now (an equal
+    document is not stored a second time)."""
+
+    current: PolicyVersion
+    stored: bool
+
+
+def judge(current: PolicyVersion | None, candidate: Policy, *, force: str | None, now: datetime) -> None:
+    """May `candidate` replace `current`? Called inside the change's unit of work, before anything is stored; a
+    refusal is a `DomainError` and stores nothing. Every change passes today; issue 29 refuses here a rule made live
+    that has not earned it, unless `force` gives a reason."""
+
+
+def adopt(
+    document: Mapping[str, Any],
+    *,
+    reason: str,
+    force: str | None,
+    actor: str | None,
+    if_match: Sequence[str] | None,
+    clock: Clock,
+) -> Adoption:
+    """Make `document` (a whole policy, checked against its schema already) the policy in force.
+
+    `if_match` is the tags of the version the change was decided on (None: whatever is in force); another version
+    in force is `PreconditionFailed`, naming it and who set it. A document equal to the one in force (the same
+    version) stores nothing."""
+    candidate = Policy.from_document(document)
+
+    def work() -> Adoption:
+        row = rows.newest()
+        now = clock()
+        present = _version(row) if row is not None else None
+        if present is not None:
+            entity_tags.check_policy(if_match, version=present.version, set_by=present.set_by, set_at=present.set_at)
+            if present.version == candidate.version:
+                return Adoption(present, stored=False)
+        judge(present, candidate, force=force, now=now)
+        stored = rows.add(
+            version=candidate.version,
+            document=candidate.document(),
+            set_by=actor,
+            set_at=now,
+            reason=reason,
+            forced=force,
+            replaces=present.id if present is not None else 0,
+        )
+        return Adoption(_version(stored), stored=True)
+
+    return units.run(work, what="setting the router's policy")
+
+
+def seed(config: Config, clock: Clock) -> str | None:
+    """What every start that migrates does next (`svc serve`, `svc jobs`, `svc run`, the tests' app).
+
+    On a database with no policy, store the first one (`Policy.from_config`). On one that has a policy, the
+    environment changes nothing: log (and return) one warning line saying where the SVC_ROUTER_ALLOWLIST or
+    SVC_RETRY_BUDGET it sets disagrees with the policy in force (None when it agrees, or sets neither)."""
+
+    def work() -> str | None:
+        row = rows.newest()
+        if row is None:
+            first = Policy.from_config(config)
+            rows.add(
+                version=first.version,
+                document=first.document(),
+                set_by=FIRST_SET_BY,
+                set_at=clock(),
+                reason=FIRST_REASON,
+                forced=None,
+                replaces=0,
+            )
+            return None
+        return _disagreement(config, _version(row))
+
+    found = units.run(work, what="storing the first router policy")
+    if found is not None:
+        log.warning("router policy: %s", found)
+    return found
+
+
+def _disagreement(config: Config, present: PolicyVersion) -> str | None:
+    policy = present.policy
+    found = []
+    if "SVC_ROUTER_ALLOWLIST" in config.policy_variables_set and config.router_allowlist != policy.allowlist:
+        found.append(
+            f"SVC_ROUTER_ALLOWLIST={','.join(sorted(config.router_allowlist))} against the allowlist "
+            f"{','.join(sorted(policy.allowlist)) or '(empty)'}"
+        )
+    if "SVC_RETRY_BUDGET" in config.policy_variables_set and config.retry_budget_per_day != policy.retry_budget:
+        found.append(f"SVC_RETRY_BUDGET={config.retry_budget_per_day} against the retry budget {policy.retry_budget}")
+    if not found:
+        return None
+    return (
+        f"the environment disagrees with the router's policy in force (version {present.version}, set by "
+        f"{present.set_by or 'no one recorded'}), which applies: {'; '.join(found)}. These variables only seed the "
+        "first policy; change the policy with svc policy set or PUT /api/v1/router/policy"
+    )

@@ -1,0 +1,71 @@
+"""The rows of the router's policy versions (`domain/router/policy_versions.py` decides what goes in them): the
+newest is the policy in force, and none is ever changed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from storage import statements
+from storage.models import RouterPolicyVersion
+from storage.paging import decode_cursor, page_of
+
+_TABLE = RouterPolicyVersion._meta.table_name
+
+
+def newest_version() -> tuple[int, str] | None:
+    """(id, version) of the policy in force, or None when none was ever set: one indexed one-row statement, read
+    on every routed event."""
+    found = statements.row(
+        ("policy_newest_version",),
+        lambda p: f'SELECT "id", "version" FROM "{_TABLE}" ORDER BY "id" DESC LIMIT 1',  # noqa: S608 (our table)
+        [],
+    )
+    return (found[0], found[1]) if found else None
+
+
+def get(version_id: int) -> Any | None:
+    """The version with this id (a record, its document parsed), or None."""
+    return statements.select_one(RouterPolicyVersion, {"id": version_id})
+
+
+def newest() -> Any | None:
+    """The policy in force (a record), or None."""
+    found = newest_version()
+    return get(found[0]) if found is not None else None
+
+
+def add(
+    *,
+    version: str,
+    document: dict[str, Any],
+    set_by: str | None,
+    set_at: datetime,
+    reason: str,
+    forced: str | None,
+    replaces: int,
+) -> Any:
+    """Store a new version after the one with id `replaces` (0: the first). A concurrent change made after the same
+    version fails here with IntegrityError (`replaces` is unique), and its unit of work starts over."""
+    return statements.insert(
+        RouterPolicyVersion,
+        {
+            "version": version,
+            "document": document,
+            "set_by": set_by,
+            "set_at": set_at,
+            "reason": reason,
+            "forced": forced,
+            "replaces": replaces,
+        },
+    )
+
+
+def page(*, limit: int, cursor: str | None = None) -> tuple[list[RouterPolicyVersion], str | None]:
+    """Versions newest first, keyset-paged on the id."""
+    query = RouterPolicyVersion.select()
+    if cursor:
+        (before,) = decode_cursor(cursor, int)
+        query = query.where(RouterPolicyVersion.id < before)
+    rows = list(query.order_by(RouterPolicyVersion.id.desc()).limit(limit + 1))
+    return page_of(rows, limit, lambda row: [row.id])
