@@ -3,9 +3,14 @@ their moves, bays, the wallet â€” with clicks, the keyboard and confirmations â€
 the API. Two pages stay current without a reload, keeping a half-filled form and an open menu; a hidden tab asks
 for nothing. Every page has no axe-core violation of WCAG 2.1 A/AA, at desktop and at phone width."""
 
+from datetime import UTC, datetime
+
 import pytest
 import requests
 from playwright.sync_api import expect
+
+from storage import db as storage_db
+from storage import reconciliation
 
 from browser_kit import CI_SECRET, DESKTOP, PASSWORD, PHONE, USER, axe_violations
 from events_kit import example
@@ -398,6 +403,19 @@ def fill_the_board(server):
     requests.post(
         server + "/api/v1/events", json={"events": envelopes}, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=10
     ).raise_for_status()
+    # A delivery the reconciler gave up on: the decisions page lists it for a person to look at.
+    with storage_db.connection(), storage_db.transaction():
+        reconciliation.open_gap(
+            sender="github",
+            hook="repos/acme/portfolio/hooks/467123908",
+            delivery="9001",
+            guid="5b1e5f2a-0000-4000-8000-000000000001",
+            event="pull_request.opened",
+            state="given_up",
+            attempts=3,
+            detail="GitHub's delivery got status 503; asked 3 times, never accepted: given up",
+            at=datetime.now(UTC),
+        )
 
 
 def open_everything(page):
@@ -422,6 +440,8 @@ def test_every_page_has_no_axe_violations(chromium, server, viewport):
         widths[path] = page.evaluate("document.documentElement.scrollWidth")
         envelopes += page.locator("li.decision details.envelope").count() if path in decision_pages else 0
     assert len(decision_pages) == 4 and envelopes == 4
+    page.goto(server + "/decisions")
+    expect(page.locator("#reconciliation-given-up li")).to_have_count(1)  # axe read it above
     # Nothing scrolls sideways, whatever the columns hold.
     assert {path: width for path, width in widths.items() if width > viewport["width"]} == {}
     # The board with what the script adds: a menu open, the new-ticket form open, a refusal shown beside it.
