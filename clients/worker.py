@@ -129,32 +129,45 @@ class Worker:
 
     def run(self, *, once: bool = False, max_jobs: int | None = None) -> int:
         """Claim and run jobs: with `once`, at most one (its exit code; 3 when there was none); else until
-        `max_jobs` were handled (forever when None), waiting while there is nothing. Returns the last job's code."""
+        `max_jobs` were handled (forever when None), waiting while there is nothing or the service cannot be
+        reached. Refused credentials (exit 2) end it either way. Returns the last job's code."""
         idle = self.backoff()
         handled, code = 0, NOTHING
-        try:
-            while max_jobs is None or handled < max_jobs:
+        while max_jobs is None or handled < max_jobs:
+            try:
                 claimed = self.claim()
-                if claimed is None:
-                    if once:
-                        self.log("nothing to claim")
-                        return NOTHING
-                    pause = idle.next()
-                    self.log(f"nothing to claim; asking again in {pause:.1f} s")
-                    self.sleep(pause)
-                    continue
-                idle.reset()
-                code = self.handle(*claimed)
-                handled += 1
-                if once:
+            except (WorkerError, Unreachable) as exc:
+                code = self._ended_by(exc)
+                if once or code == USAGE:
                     return code
-        except WorkerError as exc:
-            self.log(str(exc))
-            return exc.code
-        except Unreachable as exc:
-            self.log(str(exc))
-            return FAILED
+                self._wait(idle, "the claim failed")
+                continue
+            if claimed is None:
+                if once:
+                    self.log("nothing to claim")
+                    return NOTHING
+                self._wait(idle, "nothing to claim")
+                continue
+            idle.reset()
+            try:
+                code = self.handle(*claimed)
+            except (WorkerError, Unreachable) as exc:
+                code = self._ended_by(exc)
+                if code == USAGE:
+                    return code
+            handled += 1
+            if once:
+                return code
         return code
+
+    def _ended_by(self, exc: WorkerError | Unreachable) -> int:
+        self.log(str(exc))
+        return exc.code if isinstance(exc, WorkerError) else FAILED
+
+    def _wait(self, idle: Backoff, why: str) -> None:
+        pause = idle.next()
+        self.log(f"{why}; asking again in {pause:.1f} s")
+        self.sleep(pause)
 
     def claim(self) -> tuple[dict[str, Any], float] | None:
         """A claimed job and its lease in seconds, or None when the service has nothing for this bay now."""

@@ -361,3 +361,15 @@ def test_run_reads_its_environment_and_never_logs_the_password():
         args = parser.parse_args(["--bay", "bay-1", "--once", "--", *TOY])
         code = worker.run(args, {"SVC_BASE_URL": fake.base, "SVC_WORKER_AUTH": f"{WORKER}:{PASSWORD}"}, err=err)
     assert code == OK and PASSWORD not in err.getvalue() and f"as {WORKER}" in err.getvalue()
+
+
+def test_without_once_a_service_out_of_reach_is_waited_for_and_refused_credentials_end_it():
+    pauses = Pauses()
+    with FakeDispatch() as fake:
+        fake.queue()
+        fake.fail(503, times=3, path="/claim")
+        # deadline 0: each claim gives up at its first 503; the loop waits and claims again.
+        code = make(fake, TOY, sleep=pauses, deadline=0.0).run(max_jobs=1)
+    assert code == OK and len(pauses.slept) == 3 and len(fake.results) == 1
+    with FakeDispatch(workers={}) as fake:
+        assert make(fake, TOY).run() == USAGE and len(fake.claims) == 0 and len(fake.calls) == 1
