@@ -1,4 +1,4 @@
-"""The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops), people's accounts (user),
+"""The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops, worker), people's accounts (user),
 validate, replay, backtest, the router's policy (policy), reconcile."""
 
 from __future__ import annotations
@@ -162,6 +162,14 @@ def ops(args: argparse.Namespace) -> int:
     config = load_config()
     basic = _bootstrap_basic(config)
     return ops_runner.run(args.job, config.base_url, basic, post_to_chat=args.post_to_chat, timeout=args.timeout)
+
+
+@command("worker")
+def worker(args: argparse.Namespace) -> int:
+    """The reference worker (`clients/worker.py`, which reads its own environment: SVC_WORKER_AUTH, SVC_BASE_URL)."""
+    from clients import worker as reference_worker
+
+    return reference_worker.run(args, os.environ)
 
 
 @command("migrate")
@@ -558,6 +566,7 @@ def installed_version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from clients import notify_hook
+    from clients import worker as reference_worker
 
     parser = Parser(prog="svc", description="Delivery coordination service")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
@@ -582,6 +591,12 @@ def build_parser() -> argparse.ArgumentParser:
         "notify", help="report a writing status to the service (the content repository's hook)"
     )
     notify_hook.add_arguments(notify_parser)
+    worker_parser = sub.add_parser(
+        "worker",
+        help="a worker in a bay: claim dispatched jobs, run COMMAND on each (the job as JSON on stdin), send its "
+        "output (SVC_WORKER_AUTH, SVC_BASE_URL)",
+    )
+    reference_worker.add_arguments(worker_parser)
     view = sub.add_parser("outbox", help="show queued side effects and their fate (pending, sent, failed, skipped)")
     view.add_argument("--kind", help="only this kind, e.g. chat")
     view.add_argument("--status", choices=["pending", "sent", "failed", "skipped"], help="only this status")
