@@ -488,6 +488,7 @@ def backtest(args: argparse.Namespace) -> int:
 def policy(args: argparse.Namespace) -> int:
     """The router's policy: show the one in force, set a new version from a file, list the versions."""
     from domain.clock import system_clock
+    from domain.router import policy_versions
     from storage import db, migrations
     from svc import policy_command
 
@@ -499,7 +500,13 @@ def policy(args: argparse.Namespace) -> int:
             return policy_command.show(output=args.format, out=sys.stdout, err=sys.stderr)
         if args.action == "set":
             return policy_command.set_policy(
-                args.file, reason=args.reason, force=args.force, clock=system_clock, out=sys.stdout, err=sys.stderr
+                args.file,
+                reason=args.reason,
+                force=args.force,
+                clock=system_clock,
+                thresholds=policy_versions.Thresholds.from_config(config),
+                out=sys.stdout,
+                err=sys.stderr,
             )
         return policy_command.history(limit=args.limit, out=sys.stdout)
 
@@ -680,7 +687,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     setting.add_argument("file", metavar="FILE", help="a whole policy (contracts/router-policy.json, $defs/document)")
     setting.add_argument("--reason", required=True, metavar="TEXT", help="why (kept with the version)")
-    setting.add_argument("--force", metavar="TEXT", help="make it whatever a check of it says; the reason to force")
+    setting.add_argument(
+        "--force",
+        metavar="REASON",
+        help="the reason to adopt it although a rule it makes live has not earned it (kept with the version)",
+    )
     listed = policy_actions.add_parser("history", help="the versions, newest first: who set each, when and why")
     listed.add_argument("--limit", type=int, default=20, help="how many, newest first (default 20)")
     return parser
