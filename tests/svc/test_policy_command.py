@@ -138,6 +138,8 @@ def test_set_refuses_a_rule_made_live_without_evidence_with_its_numbers(api, con
     assert "  coder: 0 settled (needs 20), agreement low end none (needs 0.80)\n" in err
     assert "--force REASON" in err
     assert api.get("/api/v1/router/policy").json["version"] == before["version"]
-    code, out, err = svc(capsys, monkeypatch, config, "set", str(policy), "--reason", "coder live", "--force", "watched")
+    code, out, err = svc(
+        capsys, monkeypatch, config, "set", str(policy), "--reason", "coder live", "--force", "watched"
+    )
     assert code == 0, err
     assert api.get("/api/v1/router/policy").json["forced"] is True
