@@ -193,6 +193,25 @@ def evidence(rule: Rule, *, thresholds: Thresholds, now: datetime) -> Evidence:
     return Evidence(rule.name, rule.version, rule.role, found["settled"], found["rate"], found["low"], thresholds)
 
 
+def went_live(rule: Rule, *, look_back: int = 100) -> PolicyVersion | None:
+    """The version that made `rule` (its present version) live: the oldest of the unbroken run of versions, from the
+    one in force back, in which it is live (at most `look_back` versions are read; None when it is not live in the
+    version in force)."""
+    found: PolicyVersion | None = None
+    cursor: str | None = None
+    read = 0
+    while read < look_back:
+        page, cursor = history(limit=min(50, look_back - read), cursor=cursor)
+        for version in page:
+            if rule.version not in {live.version for live in version.policy.live_rules()}:
+                return found
+            found = version
+        read += len(page)
+        if cursor is None or not page:
+            break
+    return found
+
+
 def newly_live(current: PolicyVersion | None, candidate: Policy) -> list[Rule]:
     """The rules `candidate` makes live that are not live in `current`. A rule is the same rule while its version
     (name, role, conditions) is: a live rule whose conditions change is a new rule, with evidence of its own to
