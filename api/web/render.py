@@ -13,8 +13,8 @@ from api.operations import Operation, Param
 from api.web.guidance import what_to_do
 from api.web.timeline import describe as describe_entry
 from domain import entity_tags
-from domain.dispatch import switch
 from domain.clock import iso
+from domain.dispatch import switch
 from machines.ticket import menu as ticket_menu
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ def read() -> Switch:
     return Switch(bool(value.get("paused", False)), value.get("reason"), row.updated_by, row.updated_at)
 
 
-def set(*, paused: bool, reason: str | None, actor: str | None, clock: Clock) -> Switch:  # noqa: A001 (the contract's name)
+def set(*, paused: bool, reason: str | None, actor: str | None, clock: Clock) -> Switch:
     """Pause (`reason` required) or resume (`reason` optional) all live dispatch, in a unit of work of its own;
     the switch as it is then."""
     reason = reason.strip() if reason is not None else None
