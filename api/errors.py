@@ -15,6 +15,7 @@ from domain.errors import (
     Conflict,
     IdempotencyMismatch,
     InvalidQuery,
+    NotEarned,
     NotFound,
     PreconditionFailed,
     StaleDelivery,
@@ -103,6 +104,10 @@ def _conflict(req, resp, exc: Conflict, params):
     raise Problem(409, "conflict", str(exc), extra=extra)
 
 
+def _not_earned(req, resp, exc: NotEarned, params):
+    raise Problem(409, "not-earned", str(exc), extra={"evidence": exc.evidence})
+
+
 def _forbidden_transition(req, resp, exc: TransitionForbidden, params):
     detail = f"{exc} (current stage: {exc.current})"
     raise Problem(409, "transition-forbidden", detail, extra={"current_stage": exc.current})
@@ -184,6 +189,7 @@ def register(app: falcon.App, outage: DatabaseOutage) -> None:
     app.add_error_handler(Exception, _unexpected(outage))
     app.add_error_handler(NotFound, _not_found)
     app.add_error_handler(Conflict, _conflict)
+    app.add_error_handler(NotEarned, _not_earned)
     app.add_error_handler(TransitionForbidden, _forbidden_transition)
     app.add_error_handler(PreconditionFailed, _precondition_failed)
     app.add_error_handler(ContractViolation, _contract)

@@ -73,6 +73,16 @@ def wallet(row: Wallet) -> dict[str, Any]:
     }
 
 
+def dispatch_switch(switch) -> dict[str, Any]:
+    """`domain/dispatch/switch.Switch` as `contracts/router-dispatch.json` shapes it."""
+    return {
+        "paused": switch.paused,
+        "reason": switch.reason,
+        "changed_by": switch.changed_by,
+        "changed_at": iso(switch.changed_at),
+    }
+
+
 def run(row: AgentRun) -> dict[str, Any]:
     return {
         "id": row.id,

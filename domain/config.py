@@ -114,6 +114,11 @@ class Config:
     trusted_proxy_headers: frozenset[str] = DEFAULT_PROXY_HEADERS
     stuck_after_hours: float = 48.0
     retry_budget_per_day: int = 2
+    # What a rule must have earned before a policy change may make it live (`domain/router/policy_versions.judge`):
+    # over this many days of its decisions under its version, this many settled and this low end of the agreement.
+    promotion_days: int = 14
+    promotion_min_settled: int = 20
+    promotion_min_agreement: float = 0.8
     poller_window_minutes: int = 30
     snapshot_max_age: float = 2.0
     log_level: str = "INFO"
@@ -264,6 +269,9 @@ class Config:
             trusted_proxy_headers=env.proxy_headers("SVC_TRUSTED_PROXY_HEADERS"),
             stuck_after_hours=env.number("SVC_STUCK_AFTER_HOURS", 48.0, low=0.1, high=24 * 365),
             retry_budget_per_day=env.integer("SVC_RETRY_BUDGET", 2, low=0, high=1000),
+            promotion_days=env.integer("SVC_PROMOTION_DAYS", 14, low=1, high=366),
+            promotion_min_settled=env.integer("SVC_PROMOTION_MIN_SETTLED", 20, low=1, high=1_000_000),
+            promotion_min_agreement=env.number("SVC_PROMOTION_MIN_AGREEMENT", 0.8, low=0, high=1),
             poller_window_minutes=env.integer("SVC_POLLER_WINDOW_MINUTES", 30, low=1, high=7 * 24 * 60),
             snapshot_max_age=env.number("SVC_SNAPSHOT_MAX_AGE", 2.0, low=0, high=300),
             log_level=env.choice("SVC_LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR"}),

@@ -14,6 +14,7 @@ __all__ = [
     "DomainError",
     "IdempotencyMismatch",
     "InvalidQuery",
+    "NotEarned",
     "NotFound",
     "PreconditionFailed",
     "StaleDelivery",
@@ -41,6 +42,16 @@ class Conflict(DomainError):
 
     def __init__(self, message: str, *, current_stage: str | None = None):
         self.current_stage = current_stage
+        super().__init__(message)
+
+
+class NotEarned(DomainError):
+    """A policy change would make rules live that have not earned it (`domain/router/policy_versions.judge`):
+    `evidence` has, per refused rule, its numbers against the thresholds (`settled`, `low`, `required_settled`,
+    `required_low`)."""
+
+    def __init__(self, message: str, *, evidence: dict[str, dict[str, Any]]):
+        self.evidence = evidence
         super().__init__(message)
 
 

@@ -86,12 +86,16 @@ PARTS: dict[str, tuple[str, ...]] = {
     "reconciliation": (_newest(ReconciliationGap)[0], _max(ReconciliationGap, "updated_at")),
     # The router's policy: a new version (versions are never changed).
     "policy": _newest(RouterPolicyVersion),
+    # The dispatch switch (one setting row): every page says when dispatch is paused.
+    "dispatch": (f'(SELECT "updated_at" FROM {_table(Setting)} WHERE "key" = \'dispatch\')',),
 }
+# What every page shows, whatever else it shows: its marks are in every page's tag.
+EVERY_PAGE = ("dispatch",)
 
 
 def marks(parts: Iterable[str]) -> tuple[Any, ...]:
-    """The marks of `parts` (names of `PARTS`), in one statement."""
-    names = tuple(parts)
+    """The marks of `parts` (names of `PARTS`) and of `EVERY_PAGE`, in one statement."""
+    names = (*parts, *(part for part in EVERY_PAGE if part not in parts))
     return statements.row(
         ("freshness", names), lambda p: "SELECT " + ", ".join(column for name in names for column in PARTS[name]), []
     )
@@ -100,8 +104,8 @@ def marks(parts: Iterable[str]) -> tuple[Any, ...]:
 def ticket_marks(key: str, parts: Iterable[str] = ()) -> tuple[Any, ...]:
     """The marks of one ticket — its newest timeline entry (every change to it writes one) and the router's
     newest decision about it, each the last entry of an index on (ticket, id) and (subject, id) — and those of
-    `parts`, in one statement."""
-    names = tuple(parts)
+    `parts` (and those of `EVERY_PAGE`), in one statement."""
+    names = (*parts, *(part for part in EVERY_PAGE if part not in parts))
 
     def sql(p: str) -> str:
         entries = _newest(TimelineEntry, f'"ticket_key" = {p}')

@@ -54,12 +54,21 @@ def first_at() -> datetime | None:
     return ScorecardEntry.evaluated_at.python_value(value) if value is not None else None
 
 
-def entries(since: datetime, until: datetime, *, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
+def entries(
+    since: datetime, until: datetime, *, rule_version: str | None = None, batch: int = 5000
+) -> Iterator[tuple[Any, ...]]:
     """(decision_id, role, outcome, failed_gates, evaluated_at, taken_up_at) of every entry evaluated in
-    [since, until), oldest first, read in batches (memory does not grow with the range)."""
+    [since, until) (only those under `rule_version`, when given: a rule's evidence), oldest first, read in batches
+    (memory does not grow with the range)."""
     convert = ScorecardEntry.evaluated_at.python_value
     after = (_AT(since), -1)
     while True:
+        where = (ScorecardEntry.evaluated_at < until) & (
+            (ScorecardEntry.evaluated_at > after[0])
+            | ((ScorecardEntry.evaluated_at == after[0]) & (ScorecardEntry.decision > after[1]))
+        )
+        if rule_version is not None:
+            where &= ScorecardEntry.rule_version == rule_version
         query = (
             ScorecardEntry.select(
                 ScorecardEntry.decision,
@@ -69,13 +78,7 @@ def entries(since: datetime, until: datetime, *, batch: int = 5000) -> Iterator[
                 ScorecardEntry.evaluated_at,
                 ScorecardEntry.taken_up_at,
             )
-            .where(
-                (ScorecardEntry.evaluated_at < until)
-                & (
-                    (ScorecardEntry.evaluated_at > after[0])
-                    | ((ScorecardEntry.evaluated_at == after[0]) & (ScorecardEntry.decision > after[1]))
-                )
-            )
+            .where(where)
             .order_by(ScorecardEntry.evaluated_at, ScorecardEntry.decision)
             .limit(batch)
             .tuples()

@@ -1,5 +1,5 @@
 """The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops, worker), people's accounts (user),
-validate, replay, backtest, the router's policy (policy), reconcile."""
+validate, replay, backtest, the router's policy (policy), the dispatch switch (dispatch), reconcile."""
 
 from __future__ import annotations
 
@@ -496,6 +496,7 @@ def backtest(args: argparse.Namespace) -> int:
 def policy(args: argparse.Namespace) -> int:
     """The router's policy: show the one in force, set a new version from a file, list the versions."""
     from domain.clock import system_clock
+    from domain.router import policy_versions
     from storage import db, migrations
     from svc import policy_command
 
@@ -507,9 +508,33 @@ def policy(args: argparse.Namespace) -> int:
             return policy_command.show(output=args.format, out=sys.stdout, err=sys.stderr)
         if args.action == "set":
             return policy_command.set_policy(
-                args.file, reason=args.reason, force=args.force, clock=system_clock, out=sys.stdout, err=sys.stderr
+                args.file,
+                reason=args.reason,
+                force=args.force,
+                clock=system_clock,
+                thresholds=policy_versions.Thresholds.from_config(config),
+                out=sys.stdout,
+                err=sys.stderr,
             )
         return policy_command.history(limit=args.limit, out=sys.stdout)
+
+
+@command("dispatch")
+def dispatch(args: argparse.Namespace) -> int:
+    """The switch over all live dispatch: show it, pause it (with a reason), resume it."""
+    from domain.clock import system_clock
+    from storage import db, migrations
+    from svc import dispatch_command
+
+    config = load_config()
+    db.bind(db.open_database(config.database_url))
+    migrations.migrate()
+    with db.connection():
+        if args.action == "show":
+            return dispatch_command.show(output=args.format, out=sys.stdout)
+        return dispatch_command.change(
+            paused=args.action == "pause", reason=args.reason, clock=system_clock, out=sys.stdout, err=sys.stderr
+        )
 
 
 def _describe_db(url: str) -> str:
@@ -695,9 +720,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     setting.add_argument("file", metavar="FILE", help="a whole policy (contracts/router-policy.json, $defs/document)")
     setting.add_argument("--reason", required=True, metavar="TEXT", help="why (kept with the version)")
-    setting.add_argument("--force", metavar="TEXT", help="make it whatever a check of it says; the reason to force")
+    setting.add_argument(
+        "--force",
+        metavar="REASON",
+        help="the reason to adopt it although a rule it makes live has not earned it (kept with the version)",
+    )
     listed = policy_actions.add_parser("history", help="the versions, newest first: who set each, when and why")
     listed.add_argument("--limit", type=int, default=20, help="how many, newest first (default 20)")
+    dispatch_parser = sub.add_parser(
+        "dispatch", help="the switch over all live dispatch: show it, pause it (with a reason), resume it"
+    )
+    dispatch_actions = dispatch_parser.add_subparsers(dest="action", required=True)
+    shown = dispatch_actions.add_parser("show", help="whether dispatch is paused, why, who changed it and when")
+    shown.add_argument("--format", choices=("text", "json"), default="text", help="text for people (default), json")
+    pausing = dispatch_actions.add_parser(
+        "pause", help="dispatch nothing until resumed: live rules record what they would do, workers claim nothing"
+    )
+    pausing.add_argument("--reason", required=True, metavar="TEXT", help="why (shown on every page of the board)")
+    resuming = dispatch_actions.add_parser("resume", help="dispatch again")
+    resuming.add_argument("--reason", metavar="TEXT", help="why (optional; kept with the switch)")
     return parser
 
 

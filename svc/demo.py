@@ -48,6 +48,7 @@ from domain.router.backtest import Report, backtest
 from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
 from domain.router.policy import Policy
+from domain.router.policy_versions import Thresholds
 from domain.router.policy_versions import adopt as adopt_policy
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
@@ -334,6 +335,7 @@ class Story:
                 actor="svc demo",
                 if_match=None,
                 clock=self.clock,
+                thresholds=Thresholds.from_config(self.config),
             )
 
         self.at(self.start - timedelta(minutes=31), policy)

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 import contracts
 from domain.clock import Clock, iso
+from domain.errors import NotEarned
 from domain.router import policy_versions
 from domain.router.rules import when_words
 
@@ -80,7 +81,18 @@ def read_document(file: str) -> dict[str, Any]:
     return document
 
 
-def set_policy(file: str, *, reason: str, force: str | None, clock: Clock, out: TextIO, err: TextIO) -> int:
+def set_policy(
+    file: str,
+    *,
+    reason: str,
+    force: str | None,
+    clock: Clock,
+    thresholds: policy_versions.Thresholds,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Adopt the policy in `file`: exit 0 when it is in force, 2 when the file or a reason cannot be used, 1 when a
+    rule it makes live has not earned it (each such rule's numbers against the thresholds; nothing stored)."""
     try:
         document = read_document(file)
     except BadFile as exc:
@@ -90,7 +102,20 @@ def set_policy(file: str, *, reason: str, force: str | None, clock: Clock, out: 
         if text is not None and not 0 < len(text.strip()) <= REASON_LENGTH:
             err.write(f"svc policy set: {flag} must say why, in 1 to {REASON_LENGTH} characters (it is kept)\n")
             return 2
-    adoption = policy_versions.adopt(document, reason=reason, force=force, actor=actor(), if_match=None, clock=clock)
+    try:
+        adoption = policy_versions.adopt(
+            document, reason=reason, force=force, actor=actor(), if_match=None, clock=clock, thresholds=thresholds
+        )
+    except NotEarned as refused:
+        err.write(f"svc policy set: refused, nothing stored: {refused}\n")
+        for rule, numbers in refused.evidence.items():
+            low = "none" if numbers["low"] is None else f"{numbers['low']:.2f}"
+            err.write(
+                f"  {rule}: {numbers['settled']} settled (needs {numbers['required_settled']}), agreement low end "
+                f"{low} (needs {numbers['required_low']:.2f})\n"
+            )
+        err.write("  to adopt it anyway: svc policy set FILE --reason TEXT --force REASON\n")
+        return 1
     current = adoption.current
     if adoption.stored:
         out.write(

@@ -28,15 +28,23 @@ class RouterPolicy:
             "per violation with its JSON pointer); a document equal to the one in force is answered 200 and no new "
             "version is stored. `force` (a reason) is recorded with the version",
             request="router-policy-put.json",
-            responses={200: "router-policy-version.json"},
+            responses={200: "router-policy-version.json", 409: "problem.json"},
+            response_notes={
+                409: "The change makes a rule live that has not earned it (problem type `.../not-earned`): over the "
+                "last SVC_PROMOTION_DAYS days under its present version, fewer than SVC_PROMOTION_MIN_SETTLED settled "
+                "decisions, or the low end of its agreement's Wilson 95 % interval below "
+                "SVC_PROMOTION_MIN_AGREEMENT. `evidence` has each refused rule's `settled`, `low`, `required_settled` "
+                "and `required_low`; send `force` (a reason) to adopt it anyway",
+            },
             tags=("router",),
             if_match=True,
             if_match_required=True,
         ),
     }
 
-    def __init__(self, clock):
+    def __init__(self, clock, thresholds: policy_versions.Thresholds):
         self.clock = clock
+        self.thresholds = thresholds
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         current = policy_versions.current()
@@ -53,6 +61,7 @@ class RouterPolicy:
             actor=req.context.identity.actor,
             if_match=conditional.if_match(req),
             clock=self.clock,
+            thresholds=self.thresholds,
         )
         self._answer(resp, adoption.current)
 
@@ -80,6 +89,9 @@ class RouterPolicyHistory:
 
 def routes(services) -> list[tuple[str, object]]:
     return [
-        ("/api/v1/router/policy", RouterPolicy(services.clock)),
+        (
+            "/api/v1/router/policy",
+            RouterPolicy(services.clock, policy_versions.Thresholds.from_config(services.config)),
+        ),
         ("/api/v1/router/policy/history", RouterPolicyHistory()),
     ]

@@ -20,6 +20,7 @@ from domain.errors import InvalidQuery, NotFound
 from domain.ops import agents_strip, runs
 from domain.router import reconciliation
 from domain.router.gates import AGREED_INITIATIVE_STAGES
+from domain.router.policy_versions import Thresholds
 from domain.router.shadow import OUTCOMES, SOURCES
 from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage.paging import InvalidCursor
@@ -286,10 +287,11 @@ class DecisionsPage:
         )
     }
 
-    def __init__(self, board, router, clock):
+    def __init__(self, board, router, clock, thresholds: Thresholds):
         self.board = board
         self.router = router
         self.clock = clock
+        self.thresholds = thresholds
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         now = self.clock()
@@ -352,7 +354,7 @@ class DecisionsPage:
             older_url="/decisions?" + urlencode({**given, "cursor": after}) if after else None,
             newest_url=("/decisions?" + urlencode(given) if given else "/decisions") if cursor else None,
             **router_right.scorecard_context(self.router, window_seconds=router_right.window_of(req)),
-            **policy_views.panel(),
+            **policy_views.panel(thresholds=self.thresholds, now=now),
             reconciled=reconciliation.this_week(now),
             **signed_in(req),
         )
@@ -417,7 +419,7 @@ def routes(services) -> list[tuple[str, object]]:
         ("/fragments/needs-you", NeedsYouFragment(board, clock)),
         ("/initiatives", InitiativesPage(board, clock)),
         ("/tickets/{key}", TicketPage(board, services.router, clock)),
-        ("/decisions", DecisionsPage(board, services.router, clock)),
+        ("/decisions", DecisionsPage(board, services.router, clock, Thresholds.from_config(services.config))),
         ("/static/{name}", Static()),
         ("/favicon.ico", Favicon()),
     ]

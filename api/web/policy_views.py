@@ -5,6 +5,8 @@ what each changed, and a policy's schema violations said in words (Try a policy 
 
 from __future__ import annotations
 
+import copy
+import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -20,7 +22,7 @@ from contracts import Violation
 from domain.router import policy_versions
 from domain.router.policy import Policy
 from domain.router.policy_versions import PolicyVersion
-from domain.router.rules import when_words
+from domain.router.rules import LIVE, when_words
 
 VERSIONS_PER_PAGE = 20
 # What moves the versions page: a new version.
@@ -44,10 +46,59 @@ def rules_of(policy: Policy) -> list[RuleView]:
     ]
 
 
-def panel() -> dict[str, Any]:
-    """What `_policy.html` needs: the version in force and its rules."""
+@dataclass(frozen=True)
+class Standing:
+    """One rule of the policy in force against going live: its evidence (`policy_versions.Evidence`), whether it is
+    live without evidence, and what its "Go live" control sends (the policy in force with this rule live; None when
+    it is live already or has no role, so dispatches nothing either way)."""
+
+    rule: RuleView
+    evidence: policy_versions.Evidence
+    live_without_evidence: bool
+    went_live: PolicyVersion | None
+    go_live_json: str | None
+
+
+def standings(current: PolicyVersion, *, thresholds: policy_versions.Thresholds, now) -> list[Standing]:
+    """Each rule of the policy in force with its evidence under its present version, counted now.
+
+    "Live without evidence": the rule is live, the version that made it live (`policy_versions.went_live`, the
+    oldest of the unbroken run of versions, up to the one in force, in which it is live under its present version)
+    was forced, and its evidence, counted now, does not meet the thresholds. So it stops showing once the rule has
+    earned what it was forced past, or is put back in shadow mode; a rule that went live on its evidence is never
+    shown so, even when a quiet fortnight later its numbers have thinned (its evidence is shown beside it)."""
+    found = []
+    document = current.policy.document()
+    for view, rule in zip(rules_of(current.policy), current.policy.rules, strict=True):
+        evidence = policy_versions.evidence(rule, thresholds=thresholds, now=now)
+        live = rule.mode == LIVE
+        went_live = policy_versions.went_live(rule) if live else None
+        go_live = None
+        if not live and rule.role is not None:
+            changed = copy.deepcopy(document)
+            changed["rules"][view.number - 1]["mode"] = LIVE
+            go_live = json.dumps(changed, ensure_ascii=False)
+        found.append(
+            Standing(
+                view,
+                evidence,
+                live_without_evidence=live and went_live is not None and went_live.forced and not evidence.earned,
+                went_live=went_live,
+                go_live_json=go_live,
+            )
+        )
+    return found
+
+
+def panel(*, thresholds: policy_versions.Thresholds, now) -> dict[str, Any]:
+    """What `_policy.html` needs: the version in force, its rules, and each rule's standing against going live."""
     current = policy_versions.current()
-    return {"policy_in_force": current, "policy_rules": rules_of(current.policy) if current is not None else []}
+    return {
+        "policy_in_force": current,
+        "policy_rules": rules_of(current.policy) if current is not None else [],
+        "policy_standings": standings(current, thresholds=thresholds, now=now) if current is not None else [],
+        "promotion": thresholds,
+    }
 
 
 def changes(newer: PolicyVersion, older: PolicyVersion | None) -> list[str]:

@@ -14,6 +14,7 @@ from api.web.guidance import what_to_do
 from api.web.timeline import describe as describe_entry
 from domain import entity_tags
 from domain.clock import iso
+from domain.dispatch import switch
 from machines.ticket import menu as ticket_menu
 
 if TYPE_CHECKING:
@@ -78,7 +79,10 @@ def environment() -> Environment:
 
 
 def page(resp: falcon.Response, template: str, *, now: datetime | None, **context) -> None:
+    """Render `template` as the response. Every page also says whether dispatch is paused (`base.html`'s banner;
+    the switch's mark is in every page's tag: `storage.freshness.EVERY_PAGE`)."""
     context["now"] = now
+    context["dispatch"] = switch.read()
     resp.content_type = falcon.MEDIA_HTML
     resp.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     resp.set_header("X-Content-Type-Options", "nosniff")

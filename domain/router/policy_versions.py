@@ -15,13 +15,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from domain import entity_tags, units
 from domain.clock import Clock
 from domain.config import Config
+from domain.errors import NotEarned
+from domain.router import scorecard
 from domain.router.policy import Policy
+from domain.router.rules import Rule
 from storage import policy_versions as rows
 
 log = logging.getLogger("svc.config")
@@ -119,10 +122,129 @@ class Adoption:
     stored: bool
 
 
-def judge(current: PolicyVersion | None, candidate: Policy, *, force: str | None, now: datetime) -> None:
+@dataclass(frozen=True)
+class Thresholds:
+    """What a rule must have earned before a change may make it live: over its decisions of the last `days` days
+    under its present version, at least `min_settled` settled and the low end of the agreement's Wilson 95 %
+    interval at least `min_agreement` (SVC_PROMOTION_DAYS, SVC_PROMOTION_MIN_SETTLED, SVC_PROMOTION_MIN_AGREEMENT)."""
+
+    days: int
+    min_settled: int
+    min_agreement: float
+
+    @classmethod
+    def from_config(cls, config: Config) -> Thresholds:
+        return cls(config.promotion_days, config.promotion_min_settled, config.promotion_min_agreement)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One rule's evidence against the thresholds: its settled decisions and its agreement (rate, Wilson low end)
+    over the last `thresholds.days` days, counted by the scorecard (24 h window) under the rule's present version.
+
+    A rule without a role dispatches nothing, live or not: it has nothing to earn (`needed` is False)."""
+
+    rule: str
+    version: str
+    role: str | None
+    settled: int
+    rate: float | None
+    low: float | None
+    thresholds: Thresholds
+
+    @property
+    def needed(self) -> bool:
+        return self.role is not None
+
+    @property
+    def earned(self) -> bool:
+        t = self.thresholds
+        return not self.needed or (
+            self.settled >= t.min_settled and self.low is not None and self.low >= t.min_agreement
+        )
+
+    def missing(self) -> list[str]:
+        """What the rule lacks, in words (empty when it has earned going live)."""
+        if self.earned:
+            return []
+        t = self.thresholds
+        said = []
+        if self.settled < t.min_settled:
+            said.append(f"{self.settled} settled decision(s) of the {t.min_settled} required")
+        if self.low is None:
+            said.append(f"no agreement to measure (its low end must be at least {t.min_agreement:.2f})")
+        elif self.low < t.min_agreement:
+            said.append(f"the agreement's low end is {self.low:.2f}, below the {t.min_agreement:.2f} required")
+        return said
+
+    def as_dict(self) -> dict[str, Any]:
+        """The 409's `evidence` member for this rule."""
+        return {
+            "settled": self.settled,
+            "low": self.low,
+            "required_settled": self.thresholds.min_settled,
+            "required_low": self.thresholds.min_agreement,
+        }
+
+
+def evidence(rule: Rule, *, thresholds: Thresholds, now: datetime) -> Evidence:
+    """What `rule` (its present version) has earned by `now`. Call inside a unit of work or a connection."""
+    found = scorecard.rule_agreement(rule, since=now - timedelta(days=thresholds.days), now=now)
+    return Evidence(rule.name, rule.version, rule.role, found["settled"], found["rate"], found["low"], thresholds)
+
+
+def went_live(rule: Rule, *, look_back: int = 100) -> PolicyVersion | None:
+    """The version that made `rule` (its present version) live: the oldest of the unbroken run of versions, from the
+    one in force back, in which it is live (at most `look_back` versions are read; None when it is not live in the
+    version in force)."""
+    found: PolicyVersion | None = None
+    cursor: str | None = None
+    read = 0
+    while read < look_back:
+        page, cursor = history(limit=min(50, look_back - read), cursor=cursor)
+        for version in page:
+            if rule.version not in {live.version for live in version.policy.live_rules()}:
+                return found
+            found = version
+        read += len(page)
+        if cursor is None or not page:
+            break
+    return found
+
+
+def newly_live(current: PolicyVersion | None, candidate: Policy) -> list[Rule]:
+    """The rules `candidate` makes live that are not live in `current`. A rule is the same rule while its version
+    (name, role, conditions) is: a live rule whose conditions change is a new rule, with evidence of its own to
+    earn; a live rule kept as it is stays live whatever else the change does."""
+    live_now = {rule.version for rule in current.policy.live_rules()} if current is not None else set()
+    return [rule for rule in candidate.live_rules() if rule.version not in live_now]
+
+
+def judge(
+    current: PolicyVersion | None, candidate: Policy, *, force: str | None, now: datetime, thresholds: Thresholds
+) -> None:
     """May `candidate` replace `current`? Called inside the change's unit of work, before anything is stored; a
-    refusal is a `DomainError` and stores nothing. Every change passes today; issue 29 refuses here a rule made live
-    that has not earned it, unless `force` gives a reason."""
+    refusal is a `DomainError` and stores nothing.
+
+    A rule the change makes live (`newly_live`) must have earned it (`evidence`), else `NotEarned` names every such
+    rule and what it lacks, with its numbers. `force` (a reason, kept with the version) accepts the change
+    anyway."""
+    if force is not None:
+        return
+    refused = [
+        found
+        for found in (evidence(rule, thresholds=thresholds, now=now) for rule in newly_live(current, candidate))
+        if not found.earned
+    ]
+    if not refused:
+        return
+    said = "; ".join(f"rule {found.rule} (version {found.version}): {', '.join(found.missing())}" for found in refused)
+    raise NotEarned(
+        f"the change makes {len(refused)} rule(s) live that have not earned it over the last {thresholds.days} "
+        f"day(s) under their present version: {said}. Leave them in shadow mode to gather evidence, or force the "
+        "change with a reason",
+        evidence={found.rule: found.as_dict() for found in refused},
+    )
 
 
 def adopt(
@@ -133,12 +255,13 @@ def adopt(
     actor: str | None,
     if_match: Sequence[str] | None,
     clock: Clock,
+    thresholds: Thresholds,
 ) -> Adoption:
     """Make `document` (a whole policy, checked against its schema already) the policy in force.
 
     `if_match` is the tags of the version the change was decided on (None: whatever is in force); another version
     in force is `PreconditionFailed`, naming it and who set it. A document equal to the one in force (the same
-    version) stores nothing."""
+    version) stores nothing. A rule made live must have earned it (`judge`, against `thresholds`)."""
     candidate = Policy.from_document(document)
 
     def work() -> Adoption:
@@ -149,7 +272,7 @@ def adopt(
             entity_tags.check_policy(if_match, version=present.version, set_by=present.set_by, set_at=present.set_at)
             if present.version == candidate.version:
                 return Adoption(present, stored=False)
-        judge(present, candidate, force=force, now=now)
+        judge(present, candidate, force=force, now=now, thresholds=thresholds)
         stored = rows.add(
             version=candidate.version,
             document=candidate.document(),

@@ -155,19 +155,21 @@ class Scorecard:
 
 
 def numbers(counts: Counter) -> dict[str, Any]:
-    rules = {}
-    for role in ROLES:
-        entry = {cls: counts[f"rule:{role}:{cls}"] for cls in RULE_CLASSES}
-        entry["agreement"] = wilson(
-            entry[CONFIRMED] + entry[HELD], entry[CONFIRMED] + entry[NOT_TAKEN_UP] + entry[HELD] + entry[OVERRIDDEN]
-        )
-        rules[role] = entry
+    rules = {role: _rule_numbers(counts, role) for role in ROLES}
     gates = {}
     for gate in GATE_NAMES:
         entry = {cls: counts[f"gate:{gate}:{cls}"] for cls in GATE_CLASSES}
         entry["agreement"] = wilson(entry[HELD], entry[HELD] + entry[OVERRIDDEN])
         gates[gate] = entry
     return {"rules": rules, "gates": gates}
+
+
+def _rule_numbers(counts: Counter, role: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {cls: counts[f"rule:{role}:{cls}"] for cls in RULE_CLASSES}
+    entry["agreement"] = wilson(
+        entry[CONFIRMED] + entry[HELD], entry[CONFIRMED] + entry[NOT_TAKEN_UP] + entry[HELD] + entry[OVERRIDDEN]
+    )
+    return entry
 
 
 def _overall(counts: Counter) -> dict[str, Any]:
@@ -242,6 +244,18 @@ def _count_days(days: list[date], *, window: timedelta, now: datetime) -> dict[s
             for key in _keys(role, outcome, failed, cls):
                 counts[key] = counts.get(key, 0) + 1
     return counted
+
+
+def rule_agreement(rule: Rule, *, since: datetime, now: datetime, window: timedelta = DEFAULT_WINDOW) -> dict[str, Any]:
+    """One rule's agreement (`wilson`'s rate, low, high and settled) over its decisions evaluated in [since, now)
+    under its present version (`rule.version`: its name, role and conditions), judged at `now` as the scorecard
+    judges them: what a rule has earned before it may go live (`policy_versions.judge`)."""
+    counts: Counter = Counter()
+    if rule.role in ROLES:
+        for _id, role, outcome, failed, evaluated, taken in rows.entries(since, now, rule_version=rule.version):
+            counts.update(_keys(role, outcome, failed, classify(outcome, evaluated, taken, window=window, now=now)))
+        return _rule_numbers(counts, rule.role)["agreement"]
+    return wilson(0, 0)
 
 
 # The most decision ids `decisions_behind` gives (newest first).

@@ -207,3 +207,18 @@ def test_the_replay_window_and_ticket_prefixes():
         "SVC_TICKET_PREFIXES",
     ]
     assert "'12' is not a ticket-key prefix" in problems[1]
+
+
+def test_what_a_rule_must_earn_before_it_goes_live():
+    defaults = Config.from_env({})
+    assert (defaults.promotion_days, defaults.promotion_min_settled, defaults.promotion_min_agreement) == (14, 20, 0.8)
+    given = Config.from_env(
+        {"SVC_PROMOTION_DAYS": "7", "SVC_PROMOTION_MIN_SETTLED": "50", "SVC_PROMOTION_MIN_AGREEMENT": "0.9"}
+    )
+    assert (given.promotion_days, given.promotion_min_settled, given.promotion_min_agreement) == (7, 50, 0.9)
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env(
+            {"SVC_PROMOTION_DAYS": "0", "SVC_PROMOTION_MIN_SETTLED": "many", "SVC_PROMOTION_MIN_AGREEMENT": "1.5"}
+        )
+    named = {p.split(":", 1)[0] for p in caught.value.problems}
+    assert named == {"SVC_PROMOTION_DAYS", "SVC_PROMOTION_MIN_SETTLED", "SVC_PROMOTION_MIN_AGREEMENT"}

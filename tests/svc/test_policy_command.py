@@ -124,3 +124,22 @@ def test_set_without_a_reason_is_refused(api, config, capsys, monkeypatch, tmp_p
 def test_show_on_a_database_without_a_policy_says_how_one_comes(config, capsys, monkeypatch):
     code, _, err = svc(capsys, monkeypatch, config, "show")
     assert code == 1 and "no policy is stored in this database yet" in err
+
+
+def test_set_refuses_a_rule_made_live_without_evidence_with_its_numbers(api, config, capsys, monkeypatch, tmp_path):
+    before = api.get("/api/v1/router/policy").json
+    rules = copy.deepcopy(list(FIRST_RULES))
+    rules[1]["mode"] = "live"  # the coder, with no decisions behind it
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(whole(rules=rules)))
+    code, out, err = svc(capsys, monkeypatch, config, "set", str(policy), "--reason", "coder live")
+    assert code == 1 and out == ""
+    assert err.startswith("svc policy set: refused, nothing stored: ")
+    assert "  coder: 0 settled (needs 20), agreement low end none (needs 0.80)\n" in err
+    assert "--force REASON" in err
+    assert api.get("/api/v1/router/policy").json["version"] == before["version"]
+    code, out, err = svc(
+        capsys, monkeypatch, config, "set", str(policy), "--reason", "coder live", "--force", "watched"
+    )
+    assert code == 0, err
+    assert api.get("/api/v1/router/policy").json["forced"] is True

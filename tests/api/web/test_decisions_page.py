@@ -288,7 +288,16 @@ def test_every_link_and_form_of_the_pages_sends_only_what_its_target_takes(route
 
 def test_every_control_has_a_label(routed):
     found = page(routed)
-    assert {c.get("name") for c in found.controls} == {"outcome", "source", "subject_id", "since", "window_seconds"}
+    # The filters, the scorecard's window, and an operator's pause and Go live / Force it live (reason, force).
+    assert {c.get("name") for c in found.controls} == {
+        "outcome",
+        "source",
+        "subject_id",
+        "since",
+        "window_seconds",
+        "reason",
+        "force",
+    }
     for control in found.controls:
         assert control.get("id") in found.labels, control
 

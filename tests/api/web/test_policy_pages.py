@@ -35,12 +35,11 @@ def text(page: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
 
 
-def adopt(api, rules, reason="a test's change", **knobs):
+def adopt(api, rules, reason="a test's change", force=None, **knobs):
     seen = api.get("/api/v1/router/policy")
     document = {**seen.json["policy"], **knobs, "rules": rules}
-    answer = api.put(
-        "/api/v1/router/policy", json={"policy": document, "reason": reason}, headers={"If-Match": seen.headers["ETag"]}
-    )
+    body = {"policy": document, "reason": reason, **({"force": force} if force else {})}
+    answer = api.put("/api/v1/router/policy", json=body, headers={"If-Match": seen.headers["ETag"]})
     assert answer.status_code == 200, answer.text
     return answer.json
 
@@ -68,7 +67,7 @@ def test_a_new_version_shows_on_the_decisions_page_and_moves_its_etag(api):
     tag = first.headers["ETag"]
     assert api.get("/decisions", headers={"If-None-Match": tag}).status_code == 304
     rules = [{"name": "only_fixers", "role": "fixer", "mode": "live", "when": {"transition.kind": "pipeline_failed"}}]
-    adopt(api, rules, reason="fixers alone")
+    adopt(api, rules, reason="fixers alone", force="a test has no evidence")
     fresh = api.get("/decisions", headers={"If-None-Match": tag})
     assert fresh.status_code == 200
     panel = text(re.search(r'<section class="policy-panel".*?</section>', fresh.text, re.S).group(0))
@@ -81,7 +80,7 @@ def test_every_version_is_one_click_away_saying_what_it_changed(api):
     later.insert(0, {"name": "quiet_docs", "role": None, "when": {"subject.id": {"in": ["DOCS-1", "DOCS-2"]}}})
     later[2]["mode"] = "live"
     del later[3]
-    newest = adopt(api, later, reason="docs wait; the fixer goes", retry_budget=4)
+    newest = adopt(api, later, reason="docs wait; the fixer goes", force="a test has no evidence", retry_budget=4)
     page = api.get("/decisions/policy")
     assert page.status_code == 200
     versions = re.findall(r'<li id="version-[^"]+" data-version="([0-9a-f]{12})"', page.text)

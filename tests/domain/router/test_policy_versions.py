@@ -9,6 +9,8 @@ from domain.errors import PreconditionFailed
 from domain.router import policy_versions
 from domain.router.policy import Policy
 
+THRESHOLDS = policy_versions.Thresholds(days=14, min_settled=20, min_agreement=0.8)
+
 
 def test_two_changes_from_one_version_at_once_store_one_and_refuse_the_other(app, clock):
     seen = policy_versions.current()
@@ -21,7 +23,13 @@ def test_two_changes_from_one_version_at_once_store_one_and_refuse_the_other(app
         try:
             outcomes.append(
                 policy_versions.adopt(
-                    document, reason=f"budget {budget}", force=None, actor="ada", if_match=(seen.tag,), clock=clock
+                    document,
+                    reason=f"budget {budget}",
+                    force=None,
+                    actor="ada",
+                    if_match=(seen.tag,),
+                    clock=clock,
+                    thresholds=THRESHOLDS,
                 )
             )
         except PreconditionFailed as refused:
@@ -47,10 +55,20 @@ def test_the_policy_in_force_is_read_per_call_and_parsed_once_per_version(app, c
     assert held() is first  # the same version: the parsed policy held
     current = policy_versions.current()
     document = {**current.policy.document(), "fleet_size": 2}
-    policy_versions.adopt(document, reason="two", force=None, actor="ada", if_match=(current.tag,), clock=clock)
+    policy_versions.adopt(
+        document, reason="two", force=None, actor="ada", if_match=(current.tag,), clock=clock, thresholds=THRESHOLDS
+    )
     second = held()
     assert second is not first and second.fleet_size == 2
     # Back to the first document: a new row, the same version, and an equal policy.
     back = policy_versions.current()
-    policy_versions.adopt(first.document(), reason="one", force=None, actor="ada", if_match=(back.tag,), clock=clock)
+    policy_versions.adopt(
+        first.document(),
+        reason="one",
+        force=None,
+        actor="ada",
+        if_match=(back.tag,),
+        clock=clock,
+        thresholds=THRESHOLDS,
+    )
     assert held() == first and held().version == first.version

@@ -1,0 +1,1 @@
+"""Live dispatch: the switch, jobs, workers."""
