@@ -124,6 +124,9 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
     if op.changes_nothing:
         # A POST that only computes an answer: a viewer may use it (clients and the tests read this).
         doc["x-svc-changes-nothing"] = True
+    if op.workers != NO_WORKERS:
+        # Worker accounts may call it: only they (`only`), or they too, for the jobs they claimed (`too`).
+        doc["x-svc-workers"] = "only" if op.workers == WORKERS_ONLY else "too"
     parameters = [
         {
             "name": p.name,

@@ -43,6 +43,40 @@ def worker(api: ApiClient, name: str = "bay-1") -> ApiClient:
     return ApiClient(api.client.app, basic=f"{name}:{WORKER_PASSWORD}", ci_secret=CI_SECRET)
 
 
+def make_job(key: str, *, at=None) -> int:
+    """A queued job for ticket `key` (on the board), with a decision of its own, made by the domain's own calls."""
+    from datetime import UTC, datetime
+
+    from domain import units
+    from domain.dispatch import jobs
+    from domain.router.gates import GATES
+    from storage import decisions
+
+    when = at or datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+
+    def work() -> int:
+        decision = decisions.record(
+            event_id=f"made:{key}",
+            evaluated_at=when,
+            mode="live",
+            source="svc",
+            kind="state_changed",
+            subject_id=key,
+            outcome="would_dispatch",
+            role="coder",
+            gates=[{"gate": gate.name, "passed": True, "reason": "made by a test"} for gate in GATES],
+            envelope=envelope("state_changed", key),
+            errors=None,
+            rule="coder",
+            dispatched=False,
+        )
+        return jobs.queue(
+            decision_id=decision.id, event_id=f"made:{key}", ticket=key, role="coder", rule="coder", at=when
+        )
+
+    return units.run(work)
+
+
 def board(api: ApiClient, *keys: str, stage: str = "queued") -> None:
     seed_board(api, tickets={key: stage for key in keys})
 
