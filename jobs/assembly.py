@@ -6,7 +6,8 @@ from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND, Board
 from domain.chat import KIND as CHAT_KIND
 from domain.clock import Clock
 from domain.config import Config
-from domain.dispatch.jobs import REAP_BATCH, Dispatch
+from domain.dispatch.forge import ForgeWrites
+from domain.dispatch.jobs import FORGE_WRITE_KIND, REAP_BATCH, Dispatch
 from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
 from domain.ops.digest import DIGEST_AGENT
 from domain.ops.pulse import PULSE_AGENT
@@ -22,6 +23,7 @@ from domain.router.reconciliation import TrackerCatchUp
 from domain.router.shadow import ShadowRouter
 from jobs.chat_delivery import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
+from jobs.forge_writes import ForgeWrite
 from jobs.handlers import RouteQueuedEvent, SlotRelease, TrackerClose
 from jobs.process import Job, JobsProcess, Worker
 from storage.db import connection
@@ -65,14 +67,18 @@ def outbox_handlers(
     """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
     ops = ops or OpsAgents(config, clock)
     release, close = SlotRelease(ops.steward, clock), TrackerClose(config, clock)
+    forge = ForgeWrite(config, clock, ForgeWrites(config, clock, board(config, clock)))
     handlers: dict[str, Handler] = {
         CHAT_KIND: ChatDelivery(config, clock),
         # The board's own events, queued by the stage listener, are routed here.
         ROUTE_KIND: RouteQueuedEvent(ShadowRouter(config, clock)),
         SLOT_RELEASE_KIND: release,
         TRACKER_CLOSE_KIND: close,
+        # A job's accepted output with changes: its draft pull request and comment (`jobs/forge_writes.py`).
+        FORGE_WRITE_KIND: forge,
     }
-    return handlers, {SLOT_RELEASE_KIND: release.record, TRACKER_CLOSE_KIND: close.record}
+    recorders = {SLOT_RELEASE_KIND: release.record, TRACKER_CLOSE_KIND: close.record, FORGE_WRITE_KIND: forge.record}
+    return handlers, recorders
 
 
 def board(config: Config, clock: Clock) -> Board:
