@@ -5,6 +5,8 @@
   one writer makes them).
 - A worker killed mid-job (it stops heartbeating) loses nothing: the jobs process puts the job back within 10 s of
   its lease's end, and it runs again in another bay.
+- A forge that is down, and a jobs process restarted meanwhile, lose nothing of the forge writes: once the forge is
+  back, the restarted process writes the pull request, once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from conftest import BASIC, CI_SECRET
 from events_kit import ALLOWLIST
 from processes import ServiceProcess, start_service, svc_env, wait_until
 from router_kit import envelope
+from servers.forges import GITHUB_TOKEN, FakeGitHub
 
 pytestmark = pytest.mark.process
 
@@ -216,3 +219,58 @@ def test_a_worker_killed_mid_job_loses_nothing_the_job_runs_again(app, tmp_path,
         jobs.stop()
         server.stop()
     assert jobs.proc.returncode == 0
+
+
+def test_the_forge_writes_survive_an_outage_of_the_forge_and_a_restart_of_the_jobs_process(app, tmp_path, database_url):
+    add_workers("bay-1")
+    with FakeGitHub() as forge:
+        forge.add_repo("acme/portfolio")
+        forge.fail(500, times=10**6)  # the forge is down until told otherwise
+        env = {**ENV, "SVC_GITHUB_API_URL": forge.url, "SVC_GITHUB_TOKEN": GITHUB_TOKEN}
+        server, base = start_service(tmp_path, database_url, **env)
+        jobs_env = svc_env(SVC_DATA_DIR=str(tmp_path / "data"), DATABASE_URL=database_url, **env)
+        first = ServiceProcess(["jobs"], jobs_env, tmp_path / "jobs-1.log").start()
+        second = None
+        try:
+            session = people(base)
+            session.post(f"{base}/api/v1/initiatives", json={"id": "portfolio", "name": "P", "stage": "active"})
+            ticket = {"key": "PORT-7", "initiative_id": "portfolio", "title": "PORT-7", "stage": "ci"}
+            assert session.post(f"{base}/api/v1/tickets", json=ticket).status_code == 201
+            current = session.get(f"{base}/api/v1/router/policy")
+            changed = session.put(
+                f"{base}/api/v1/router/policy",
+                json={"policy": policy(live=("fixer",)), "reason": "go live", "force": "an end-to-end test"},
+                headers={"If-Match": current.headers["ETag"]},
+            )
+            assert changed.status_code == 200, changed.text
+            event = envelope("pipeline_failed", "PORT-7")
+            event["subject"]["repo"] = "acme/portfolio"
+            routed = requests.post(
+                f"{base}/api/v1/events", json=event, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=30
+            )
+            assert routed.json()["decision"]["dispatched"] is True
+            bay = machine("bay-1")
+            job = bay.post(f"{base}/api/v1/dispatch/claim", json={"bay": "bay-1"}, timeout=30).json()["job"]
+            done = bay.post(f"{base}/api/v1/dispatch/jobs/{job['id']}/result", json=output(job), timeout=30)
+            assert done.status_code == 200, done.text
+            wait_until(lambda: len(forge.calls) >= 1, timeout=30, what="a first attempt at the forge")
+            assert first.stop() == 0  # the jobs process goes away with the forge still down
+            with forge.lock:
+                forge.scripted.clear()  # the forge is back
+            assert forge.pull_requests("acme/portfolio") == []
+            second = ServiceProcess(["jobs"], jobs_env, tmp_path / "jobs-2.log").start()
+            wait_until(
+                lambda: session.get(f"{base}/api/v1/dispatch/jobs/{job['id']}").json()["forge"]["comment"],
+                timeout=60,
+                interval=0.2,
+                what="the restarted jobs process to write the pull request and its comment",
+            )
+            ticket = session.get(f"{base}/api/v1/tickets/PORT-7").json()
+        finally:
+            for process in (first, second):
+                if process is not None:
+                    process.stop()
+            server.stop()
+        (pull,) = forge.pull_requests("acme/portfolio")
+        assert (ticket["link"], ticket["stage"], ticket["waiting_on"]) == (pull["html_url"], "ci", "ci")
+        assert len(forge.comments) == 1
