@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from domain import units
 from domain.clock import Clock
 from storage import settings
 
@@ -33,7 +34,11 @@ def read() -> Switch:
 
 
 def set(*, paused: bool, reason: str | None, actor: str | None, clock: Clock) -> Switch:
-    """Store the switch (inside a unit of work) and return it."""
-    now = clock()
-    settings.put(KEY, {"paused": paused, "reason": reason}, at=now, by=actor)
-    return Switch(paused, reason, actor, now)
+    """Store the switch, in a unit of work of its own, and return it."""
+
+    def work() -> Switch:
+        now = clock()
+        settings.put(KEY, {"paused": paused, "reason": reason}, at=now, by=actor)
+        return Switch(paused, reason, actor, now)
+
+    return units.run(work, what="setting the dispatch switch")

@@ -29,9 +29,7 @@ def rows(kind: str | None = None) -> list:
 
 
 def pause(paused: bool, clock) -> None:
-    from domain import units
-
-    units.run(lambda: switch.set(paused=paused, reason="a test pauses", actor="admin", clock=clock))
+    switch.set(paused=paused, reason="a test pauses" if paused else None, actor="admin", clock=clock)
 
 
 def live_job(api, key: str = "PORT-7") -> dict:
