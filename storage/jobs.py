@@ -64,10 +64,13 @@ def count_running() -> int:
     )
 
 
-def oldest_queued() -> Any | None:
-    """The queued job with the smallest id (the oldest), or None."""
+def oldest_queued(*, after: int = 0) -> Any | None:
+    """The queued job with the smallest id (the oldest) above `after`, or None."""
     found = statements.rows(
-        DispatchJob, ("oldest_queued",), lambda p: f'WHERE "state" = {p} ORDER BY "id" LIMIT 1', [QUEUED]
+        DispatchJob,
+        ("oldest_queued",),
+        lambda p: f'WHERE "state" = {p} AND "id" > {p} ORDER BY "id" LIMIT 1',
+        [QUEUED, after],
     )
     return found[0] if found else None
 

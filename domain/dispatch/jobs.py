@@ -34,7 +34,7 @@ from domain.config import Config
 from domain.dispatch import switch
 from domain.errors import Conflict, Forbidden, NotFound
 from machines import ticket as ticket_machine
-from machines.stages import FINAL_STAGES
+from machines.stages import FINAL_STAGES, HUMAN_GATE_STAGES
 from storage import decisions, outbox, policy_versions, tickets, timeline
 from storage import jobs as rows
 from storage.jobs import CANCELLED, FAILED, QUEUED, RUNNING, STATES, SUCCEEDED
@@ -146,29 +146,35 @@ class Dispatch:
         """The oldest queued job, now running in `bay` under a lease for `worker`; None when dispatch is paused, the
         policy's fleet size of jobs already run, or nothing is queued. The bay is held for the job's ticket (a bay
         held by another ticket: `Conflict`), and the ticket moves to `execute` waiting on `agent` where its machine
-        allows it, with one timeline entry."""
+        allows it, with one timeline entry.
+
+        A queued job whose ticket was finished, blocked or taken to a human gate since its decision is cancelled on
+        the way (saying why); one whose ticket holds another bay is left to that bay's worker."""
 
         def work() -> Claimed | None:
             rows.serialise_claims()  # before anything is counted: claims take turns from here
             if paused():
                 return None
             knobs = self.knobs()
+            if rows.count_running() >= knobs.fleet_size:
+                return None
+            after = 0
             while True:
-                if rows.count_running() >= knobs.fleet_size:
-                    return None
-                job = rows.oldest_queued()
+                job = rows.oldest_queued(after=after)
                 if job is None:
                     return None
+                after = job.id
                 now = self.clock()
                 ticket = tickets.get(job.ticket, for_update=True)
-                if ticket is None or ticket.stage in FINAL_STAGES:
-                    why = f"{job.ticket} is {ticket.stage if ticket else 'not on the board'}; nothing to do"
-                    rows.swap(
-                        job.id,
-                        expected_state=QUEUED,
-                        changes={"state": CANCELLED, "finished_at": now, "cancel_reason": why},
-                    )
+                gone = f"{job.ticket} is {ticket.stage if ticket else 'not on the board'}"
+                if ticket is None or ticket.stage in STOP_STAGES:
+                    self._cancel(job, reason=f"{gone}: nothing to do", now=now, actor=worker, ticket=ticket)
                     continue
+                if ticket.stage in HUMAN_GATE_STAGES:
+                    self._cancel(job, reason=f"{gone}: a person has it now", now=now, actor=worker, ticket=ticket)
+                    continue
+                if ticket.assigned_slot and ticket.assigned_slot != bay:
+                    continue  # its ticket works in another bay: that bay's worker takes it
                 return self._start(job, ticket, bay, worker=worker, now=now)
 
         return units.run(work, what="claiming a job")

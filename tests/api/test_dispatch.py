@@ -133,6 +133,26 @@ def test_a_bay_held_by_another_ticket_is_409_and_the_job_stays_queued(api):
     assert api.get(f"/api/v1/dispatch/jobs/{decision['job_id']}").json["state"] == "queued"
 
 
+def test_a_claim_cancels_jobs_whose_ticket_was_stopped_and_leaves_those_of_another_bay(api):
+    bay = worker(api)
+    board(api, "PORT-5", "PORT-6", "PORT-7", "PORT-8")
+    set_policy(api, policy(fleet_size=4))
+    jobs = {key: queue_job(api, key)["job_id"] for key in ("PORT-5", "PORT-6", "PORT-7", "PORT-8")}
+    assert api.post("/api/v1/tickets/PORT-5/move", json={"to": "blocked"}).status_code == 200
+    assert api.post("/api/v1/tickets/PORT-6/cancel", json={}).status_code == 200
+    assert api.post("/api/v1/slots/bay-9/claim", json={"ticket": "PORT-7"}).status_code == 200
+    taken = claim(bay)
+    assert taken.status_code == 200 and taken.json["job"]["id"] == jobs["PORT-8"]
+    states = {j["ticket"]: (j["state"], j["reason"]) for j in api.get("/api/v1/dispatch/jobs").json["jobs"]}
+    assert states == {
+        "PORT-5": ("cancelled", "PORT-5 is blocked: nothing to do"),
+        "PORT-6": ("cancelled", "PORT-6 is cancelled: nothing to do"),
+        "PORT-7": ("queued", None),  # PORT-7 works in bay-9: that bay's worker takes it
+        "PORT-8": ("running", None),
+    }
+    assert claim(worker(api, "bay-9"), "bay-9").json["job"]["id"] == jobs["PORT-7"]
+
+
 # -- who may call what -----------------------------------------------------------------------------------------
 
 
