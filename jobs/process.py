@@ -3,7 +3,8 @@
 A bay wipe may take minutes (`SVC_BAY_WIPE_TIMEOUT`), and a pulse or a slot release can run several. So nothing
 waits behind anything else: the heartbeat beats on its own thread; each scheduled agent has a worker; the outbox
 is drained by one worker per kind of message (a lane), so a slot release wiping a bay holds back only the next
-slot release, never a chat post or a tracker close. Wipes stay leased in the database (`domain/ops/steward.py`), so
+slot release, never a chat post or a tracker close; periodic steps (the dispatch jobs' lease reaper, every 2 s) have a
+worker each too. Wipes stay leased in the database (`domain/ops/steward.py`), so
 two workers or two processes never wipe one bay. SIGTERM lets every worker finish the item in hand (one
 scheduled run, one message), then the heartbeat stops and the process exits.
 
