@@ -159,6 +159,7 @@ def job(row) -> dict[str, Any]:
         "attempts": row.attempts,
         "created_at": iso(row.created_at),
         "claimed_at": iso(row.claimed_at),
+        "heartbeat_at": iso(row.heartbeat_at),
         "leased_until": iso(row.leased_until),
         "finished_at": iso(row.finished_at),
         "result": row.result,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from peewee import fn
+
 from storage import statements
 from storage.db import is_postgres
 from storage.models import DispatchJob, RouterDecision
@@ -128,6 +130,17 @@ def page(
         query = query.where(DispatchJob.id < before)
     rows = list(query.order_by(DispatchJob.id.desc()).limit(limit + 1))
     return page_of(rows, limit, lambda job: [job.id])
+
+
+def counts_by_rule() -> dict[str | None, dict[str, int]]:
+    """rule -> state -> how many jobs."""
+    found: dict[str | None, dict[str, int]] = {}
+    query = DispatchJob.select(DispatchJob.rule, DispatchJob.state, fn.COUNT(DispatchJob.id)).group_by(
+        DispatchJob.rule, DispatchJob.state
+    )
+    for rule, state, count in query.tuples():
+        found.setdefault(rule, {})[state] = count
+    return found
 
 
 def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None) -> bool:

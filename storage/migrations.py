@@ -320,6 +320,7 @@ def _dispatch_jobs(migrator: SchemaMigrator) -> None:
         attempts = IntegerField(default=0)
         created_at = models.UTCDateTimeField()
         claimed_at = models.UTCDateTimeField(null=True)
+        heartbeat_at = models.UTCDateTimeField(null=True)
         leased_until = models.UTCDateTimeField(null=True)
         finished_at = models.UTCDateTimeField(null=True)
         result = TextField(null=True)

@@ -407,6 +407,7 @@ class DispatchJob(BaseModel):
     attempts = IntegerField(default=0)
     created_at = UTCDateTimeField()
     claimed_at = UTCDateTimeField(null=True)
+    heartbeat_at = UTCDateTimeField(null=True)  # the claim, then each heartbeat: the workers panel's "last seen"
     leased_until = UTCDateTimeField(null=True)
     finished_at = UTCDateTimeField(null=True)
     result = JSONTextField(null=True)

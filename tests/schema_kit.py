@@ -267,6 +267,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "attempts": 0,
             "created_at": AT,
             "claimed_at": AT,
+            "heartbeat_at": AT,
             "leased_until": AT,
             "finished_at": AT,
             "result": '{"status":"no_changes"}',

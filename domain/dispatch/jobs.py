@@ -129,6 +129,10 @@ class Dispatch:
     ) -> tuple[list[Any], str | None]:
         return rows.page(limit=limit, cursor=cursor, state=state, ticket=ticket)
 
+    def counts_by_rule(self) -> dict[str | None, dict[str, int]]:
+        """How many jobs each rule dispatched, by state (the scorecard's "jobs by state" of a live rule)."""
+        return rows.counts_by_rule()
+
     def check_worker_reads_job(self, worker: str, job_id: int) -> None:
         """A worker may read a job it holds or held (`NotYours` otherwise; `NotFound` for no job at all)."""
         job = self.job(job_id)
@@ -185,7 +189,14 @@ class Dispatch:
         if not rows.swap(
             job.id,
             expected_state=QUEUED,
-            changes={"state": RUNNING, "bay": bay, "worker": worker, "claimed_at": now, "leased_until": until},
+            changes={
+                "state": RUNNING,
+                "bay": bay,
+                "worker": worker,
+                "claimed_at": now,
+                "heartbeat_at": now,
+                "leased_until": until,
+            },
         ):
             raise units.StaleRead(f"job {job.id}")
         start = (
@@ -230,7 +241,8 @@ class Dispatch:
                 self._cancel(job, reason=why, now=now, actor=worker, ticket=ticket)
                 return Beat(job.leased_until, True, why)
             until = now + self.lease
-            if not rows.swap(job_id, expected_state=RUNNING, changes={"leased_until": until}, worker=worker):
+            changes = {"leased_until": until, "heartbeat_at": now}
+            if not rows.swap(job_id, expected_state=RUNNING, changes=changes, worker=worker):
                 raise units.StaleRead(f"job {job_id}")
             if job.bay:
                 self.board.touch_slot(job.bay, at=now)

@@ -1,5 +1,5 @@
 -- svc schema version 7, PostgreSQL: the DDL of this release's tables and indexes. Frozen: never edit.
--- Written by scripts/freeze_schema.py from storage/models.py at d255799.
+-- Written by scripts/freeze_schema.py from storage/models.py at b7e696d.
 CREATE TABLE IF NOT EXISTS "router_decision" ("id" BIGSERIAL NOT NULL PRIMARY KEY, "event_id" VARCHAR(200), "evaluated_at" TIMESTAMP NOT NULL, "mode" VARCHAR(16) NOT NULL, "source" VARCHAR(16), "kind" VARCHAR(32), "subject_id" VARCHAR(128), "outcome" VARCHAR(16) NOT NULL, "role" VARCHAR(16), "gates" TEXT NOT NULL, "envelope" TEXT, "errors" TEXT, "policy" TEXT, "facts" TEXT, "rule" VARCHAR(64), "dispatched" BOOLEAN NOT NULL, "job_id" BIGINT);
 CREATE INDEX IF NOT EXISTS "router_decision_outcome_id" ON "router_decision" ("outcome", "id");
 CREATE INDEX IF NOT EXISTS "router_decision_source_id" ON "router_decision" ("source", "id");
@@ -14,7 +14,7 @@ CREATE INDEX IF NOT EXISTS "accepted_event_decision_id" ON "accepted_event" ("de
 CREATE TABLE IF NOT EXISTS "account" ("name" VARCHAR(64) NOT NULL PRIMARY KEY, "role" VARCHAR(16) NOT NULL, "password_hash" TEXT NOT NULL, "created_at" TIMESTAMP NOT NULL, "password_changed_at" TIMESTAMP NOT NULL);
 CREATE TABLE IF NOT EXISTS "agent_run" ("id" BIGSERIAL NOT NULL PRIMARY KEY, "agent_id" VARCHAR(32) NOT NULL, "status" VARCHAR(64) NOT NULL, "ok" BOOLEAN NOT NULL, "started_at" TIMESTAMP NOT NULL, "finished_at" TIMESTAMP, "summary" TEXT NOT NULL, "details" TEXT);
 CREATE INDEX IF NOT EXISTS "agent_run_agent_id_id" ON "agent_run" ("agent_id", "id");
-CREATE TABLE IF NOT EXISTS "dispatch_job" ("id" BIGSERIAL NOT NULL PRIMARY KEY, "decision_id" BIGINT NOT NULL, "event_id" VARCHAR(200), "ticket" VARCHAR(64) NOT NULL, "role" VARCHAR(16) NOT NULL, "rule" VARCHAR(64), "state" VARCHAR(16) NOT NULL, "bay" VARCHAR(64), "worker" VARCHAR(64), "attempts" INTEGER NOT NULL, "created_at" TIMESTAMP NOT NULL, "claimed_at" TIMESTAMP, "leased_until" TIMESTAMP, "finished_at" TIMESTAMP, "result" TEXT, "forge_pull_request" TEXT, "forge_comment" TEXT, "forge_error" TEXT, "cancel_reason" TEXT, FOREIGN KEY ("decision_id") REFERENCES "router_decision" ("id") ON DELETE CASCADE);
+CREATE TABLE IF NOT EXISTS "dispatch_job" ("id" BIGSERIAL NOT NULL PRIMARY KEY, "decision_id" BIGINT NOT NULL, "event_id" VARCHAR(200), "ticket" VARCHAR(64) NOT NULL, "role" VARCHAR(16) NOT NULL, "rule" VARCHAR(64), "state" VARCHAR(16) NOT NULL, "bay" VARCHAR(64), "worker" VARCHAR(64), "attempts" INTEGER NOT NULL, "created_at" TIMESTAMP NOT NULL, "claimed_at" TIMESTAMP, "heartbeat_at" TIMESTAMP, "leased_until" TIMESTAMP, "finished_at" TIMESTAMP, "result" TEXT, "forge_pull_request" TEXT, "forge_comment" TEXT, "forge_error" TEXT, "cancel_reason" TEXT, FOREIGN KEY ("decision_id") REFERENCES "router_decision" ("id") ON DELETE CASCADE);
 CREATE UNIQUE INDEX IF NOT EXISTS "dispatch_job_decision_id" ON "dispatch_job" ("decision_id");
 CREATE INDEX IF NOT EXISTS "dispatch_job_state_id" ON "dispatch_job" ("state", "id");
 CREATE INDEX IF NOT EXISTS "dispatch_job_state_leased_until" ON "dispatch_job" ("state", "leased_until");

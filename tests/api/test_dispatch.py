@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from dispatch_kit import board, claim, output, policy, queue_job, set_policy, worker
 
+from domain.clock import iso
 from domain.dispatch import switch
+from storage.db import connection
 
 from events_kit import gate
 from router_kit import allowlisted, envelope
@@ -197,6 +199,8 @@ def test_a_heartbeat_renews_the_lease_and_another_workers_is_409(api, clock):
     beat = bay.post(f"/api/v1/dispatch/jobs/{job['id']}/heartbeat", json={})
     assert beat.status_code == 200 and beat.json["cancel"] is False
     assert beat.json["leased_until"] > claimed["leased_until"]
+    seen = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json
+    assert (claimed["heartbeat_at"], seen["heartbeat_at"]) == (claimed["claimed_at"], iso(clock()))
     assert other.post(f"/api/v1/dispatch/jobs/{job['id']}/heartbeat", json={}).status_code == 409
     assert other.post(f"/api/v1/dispatch/jobs/{job['id']}/result", json=output(job)).status_code == 409
 
@@ -295,11 +299,16 @@ def test_ten_thousand_files_are_422_and_a_one_mebibyte_summary_413(api):
 # -- leases -------------------------------------------------------------------------------------------------------
 
 
-def reap(config, clock) -> int:
+def dispatch(config, clock):
     from domain.board import Board
     from domain.dispatch.jobs import Dispatch
 
-    return Dispatch(config, clock, Board(config, clock)).reap()
+    return Dispatch(config, clock, Board(config, clock))
+
+
+def reap(config, clock) -> int:
+    with connection():
+        return dispatch(config, clock).reap()
 
 
 def test_a_lease_that_runs_out_puts_the_job_back_then_fails_it_after_the_retry_budget(api, config, clock):
@@ -325,3 +334,5 @@ def test_a_lease_that_runs_out_puts_the_job_back_then_fails_it_after_the_retry_b
     assert (job["state"], job["attempts"]) == ("failed", 2)
     assert api.get("/api/v1/tickets/PORT-7").json["waiting_on"] == "agent_failed"
     assert "PORT-7" in rows("chat")[-1].payload["content"]
+    with connection():
+        assert dispatch(config, clock).counts_by_rule() == {"coder": {"failed": 1}}
