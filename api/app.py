@@ -12,6 +12,7 @@ from api.middleware import DatabaseConnection, Guard, RequestContext
 from api.prometheus import Metrics
 from api.resources import (
     agents_strip,
+    dispatch,
     events,
     health,
     initiatives,
@@ -30,6 +31,7 @@ from api.web import pages, policy_views, router_right
 from domain.board import Board, StageListener
 from domain.clock import Clock, system_clock
 from domain.config import Config
+from domain.dispatch.jobs import Dispatch
 from domain.health import heartbeat_age
 from domain.ops.agents import OpsAgents
 from domain.outage import DatabaseOutage
@@ -56,6 +58,7 @@ ROUTE_MODULES = (
     router_evidence,
     router_policy,
     router_dispatch,
+    dispatch,
     pages,
     router_right,
     policy_views,
@@ -75,6 +78,7 @@ class Services:
     writing: WritingAgent | None = None
     ops: OpsAgents | None = None
     metrics: Metrics | None = None
+    dispatch: Dispatch | None = None
     outage: DatabaseOutage = field(default_factory=DatabaseOutage)
 
 
@@ -117,6 +121,7 @@ def create_app(
     if outage is not None:  # a test's, to look at or to feed
         services.outage = outage
     services.writing = WritingAgent(config, clock, services.board)
+    services.dispatch = Dispatch(config, clock, services.board)
     services.ops = OpsAgents(config, clock, board=services.board, outage=services.outage)
     services.metrics = Metrics(clock, heartbeat_age=heartbeat_age)
     authenticator = Authenticator(config, failures or FailedCredentials(), people)

@@ -13,6 +13,7 @@ from contracts import ContractViolation
 from domain.clock import iso
 from domain.errors import (
     Conflict,
+    Forbidden,
     IdempotencyMismatch,
     InvalidQuery,
     NotEarned,
@@ -108,6 +109,10 @@ def _not_earned(req, resp, exc: NotEarned, params):
     raise Problem(409, "not-earned", str(exc), extra={"evidence": exc.evidence})
 
 
+def _forbidden(req, resp, exc: Forbidden, params):
+    raise Problem(403, "forbidden", str(exc))
+
+
 def _forbidden_transition(req, resp, exc: TransitionForbidden, params):
     detail = f"{exc} (current stage: {exc.current})"
     raise Problem(409, "transition-forbidden", detail, extra={"current_stage": exc.current})
@@ -190,6 +195,7 @@ def register(app: falcon.App, outage: DatabaseOutage) -> None:
     app.add_error_handler(NotFound, _not_found)
     app.add_error_handler(Conflict, _conflict)
     app.add_error_handler(NotEarned, _not_earned)
+    app.add_error_handler(Forbidden, _forbidden)
     app.add_error_handler(TransitionForbidden, _forbidden_transition)
     app.add_error_handler(PreconditionFailed, _precondition_failed)
     app.add_error_handler(ContractViolation, _contract)

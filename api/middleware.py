@@ -16,8 +16,9 @@ from api.auth import Authenticator
 from api.body import read_json, read_raw
 from api.conditional import require_if_match
 from api.errors import Problem
-from api.operations import BASIC, Operation, changes_something
+from api.operations import BASIC, NO_WORKERS, WORKERS_ONLY, Operation, changes_something
 from api.params import refuse_unknown
+from domain.accounts import WORKER
 from domain.outage import DatabaseOutage
 from storage.db import db
 
@@ -71,6 +72,25 @@ def refuse_nul(req: falcon.Request, params: dict) -> None:
                 f"query parameter {shown!r} contains the NUL character (U+0000)",
                 errors=[{"path": shown, "message": "contains the NUL character (U+0000)"}],
             )
+
+
+WORKER_ENDPOINTS = (
+    "POST dispatch/claim, POST dispatch/jobs/{id}/heartbeat, POST dispatch/jobs/{id}/result, and GET "
+    "dispatch/jobs/{id} and GET tickets/{key} for the jobs it claimed and their tickets"
+)
+
+
+def refuse_out_of_role(role: str, actor: str, operation: Operation) -> None:
+    """A worker account (a machine in a bay) calls only what is declared for workers; what is declared for workers
+    only, nobody else calls (403 either way, saying why)."""
+    if role == WORKER and operation.workers == NO_WORKERS:
+        raise Problem(403, "worker", f"{actor} is a worker account: it may call only {WORKER_ENDPOINTS}")
+    if role != WORKER and operation.workers == WORKERS_ONLY:
+        raise Problem(
+            403,
+            "workers-only",
+            f"only worker accounts call this, and {actor} is not one (add one: svc user add bay-1 --role worker)",
+        )
 
 
 class RequestContext:
@@ -149,6 +169,7 @@ class Guard:
             # Webhook signatures are over the exact bytes, so they are read (within the limit) before the check.
             req.context.raw_body = read_raw(req, self.max_body_bytes)
         identity = req.context.identity = self.authenticator.check(req, operation.auth)
+        refuse_out_of_role(identity.role, identity.actor, operation)
         if changes_something(req.method):
             if identity.scheme == BASIC:
                 refuse_cross_site(req)

@@ -23,8 +23,10 @@ from api.operations import (
     CI_OR_BASIC,
     FORGE_SIGNATURE,
     FORM_PAYLOAD,
+    NO_WORKERS,
     PUBLIC,
     TRACKER_SIGNATURE,
+    WORKERS_ONLY,
     Operation,
     changes_something,
 )
@@ -122,6 +124,9 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
     if op.changes_nothing:
         # A POST that only computes an answer: a viewer may use it (clients and the tests read this).
         doc["x-svc-changes-nothing"] = True
+    if op.workers != NO_WORKERS:
+        # Worker accounts may call it: only they (`only`), or they too, for the jobs they claimed (`too`).
+        doc["x-svc-workers"] = "only" if op.workers == WORKERS_ONLY else "too"
     parameters = [
         {
             "name": p.name,
@@ -171,15 +176,8 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             entry["content"] = {media: {"schema": {"$ref": f"#/components/schemas/{component_name(schema)}"}}}
         elif status < 300 and "json" not in media:
             entry["content"] = {media: {"schema": {"type": "string"}}}  # a page, or the metrics text
-        if status == 403 and op.auth in {BASIC, CI_OR_BASIC} and not changes_something(method, op):
-            entry["description"] = (
-                "Forbidden: the request came from another site (a viewer may use it: it changes nothing)"
-            )
-        elif status == 403 and op.auth in {BASIC, CI_OR_BASIC} and changes_something(method):
-            entry["description"] = (
-                "Forbidden: the credentials are a viewer's account (viewers read and change nothing), or the "
-                "request came from another site"
-            )
+        if status == 403 and op.auth in {BASIC, CI_OR_BASIC}:
+            entry["description"] = _forbidden_description(op, method)
         if status == 200 and (op.etag or op.if_match):
             entry["headers"] = {
                 "ETag": {"required": True, "schema": {"type": "string"}, "description": conditional.ETAG_DESCRIPTION}
@@ -244,14 +242,33 @@ def _request_media(media: str, schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _forbidden_description(op: Operation, method: str) -> str:
+    if op.workers == WORKERS_ONLY:
+        return "Forbidden: only worker accounts call this (svc user add NAME --role worker), or a cross-site request"
+    parts = []
+    if op.workers == NO_WORKERS:
+        parts.append("the credentials are a worker's account (a worker calls only the dispatch endpoints for workers)")
+    else:
+        parts.append("a worker's account asked for a job or ticket other than the ones it claimed")
+    if changes_something(method, op):
+        parts.append("a viewer's account (viewers read and change nothing)")
+    if changes_something(method):
+        parts.append(
+            "the request came from another site"
+            + ("" if changes_something(method, op) else " (a viewer may use it: it changes nothing)")
+        )
+    return "Forbidden: " + "; or ".join(parts)
+
+
 def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
     """The operation's own responses plus the problem answers its declaration implies."""
     implied: dict[int, str | None] = {}
     if op.auth != PUBLIC:
         # Every operation behind credentials reads or writes the database: an outage answers 503.
         implied.update({401: "problem.json", 429: "problem.json", 503: "problem.json"})
-    if op.auth in {BASIC, CI_OR_BASIC} and changes_something(method):
-        # A viewer's account changing something, or a cross-site request riding on a browser's cached credentials.
+    if op.auth in {BASIC, CI_OR_BASIC}:
+        # A worker's account outside its endpoints (or anyone else's on a worker's); a viewer's account changing
+        # something, or a cross-site request riding on a browser's cached credentials.
         implied[403] = "problem.json"
     if op.request is not None or op.raw_body:
         implied.update({400: "problem.json", 413: "problem.json", 415: "problem.json", 422: "problem.json"})
@@ -318,9 +335,10 @@ def build(routes: list[tuple[str, object]], *, server_url: str | None = None) ->
                 "basic": {
                     "type": "http",
                     "scheme": "basic",
-                    "description": "A person's account (svc user add NAME --role viewer|operator) or the bootstrap "
-                    "operator SVC_BASIC_AUTH. A viewer may use every GET and nothing else (403); an operator may use "
-                    "everything basic credentials open.",
+                    "description": "A person's account (svc user add NAME --role viewer|operator|worker) or the "
+                    "bootstrap operator SVC_BASIC_AUTH. A viewer may use every GET and nothing else (403); an operator "
+                    "may use everything basic credentials open but the workers' own endpoints; a worker (a machine in "
+                    "a bay) only those, and its own jobs and their tickets.",
                 },
                 "ciSecret": {"type": "apiKey", "in": "header", "name": "X-Svc-CI-Secret"},
                 "forgeSignature": {

@@ -22,6 +22,10 @@ SCHEMES = {PUBLIC, BASIC, CI, CI_OR_BASIC, FORGE_SIGNATURE, TRACKER_SIGNATURE}
 # Methods that only read. Every other method changes something: a viewer's account may not use it, and a
 # browser's cross-site request may not ride on cached basic credentials to it.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Who of the worker accounts (`domain/accounts.py`, a machine in a bay) may call an operation: none of them (the
+# default: people's endpoints and pages), only they (claim, heartbeat, result: nobody else), or they as well as
+# people, for what they hold or held (the responder asks the domain).
+NO_WORKERS, WORKERS_ONLY, WORKERS_TOO = "no_workers", "workers_only", "workers_too"
 
 
 def changes_something(method: str, operation: Operation | None = None) -> bool:
@@ -75,6 +79,8 @@ class Operation:
     response_notes: dict[int, str] = field(default_factory=dict)
     # A POST that writes nothing (it takes a body only because the question does not fit a query string).
     changes_nothing: bool = False
+    # Whether worker accounts may call it (`NO_WORKERS`, `WORKERS_ONLY`, `WORKERS_TOO`).
+    workers: str = NO_WORKERS
 
     @cached_property
     def query_names(self) -> frozenset[str]:
@@ -88,6 +94,10 @@ class Operation:
             raise ValueError("a form-encoded payload is read by the responder: declare raw_body")
         if self.if_match_required and not self.if_match:
             raise ValueError("a change that requires If-Match honours it: declare if_match too")
+        if self.workers not in (NO_WORKERS, WORKERS_ONLY, WORKERS_TOO):
+            raise ValueError(f"unknown workers rule {self.workers!r}")
+        if self.workers != NO_WORKERS and self.auth != BASIC:
+            raise ValueError("workers sign in with basic credentials: an operation for them is BASIC")
 
 
 LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Page size.")

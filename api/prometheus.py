@@ -26,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND
 from domain.chat import KIND as CHAT_KIND
 from domain.clock import Clock
+from domain.dispatch.jobs import FORGE_WRITE_KIND, QUEUED, RUNNING
 from domain.ops.schedules import AGENT_IDS
 from domain.router.board_events import ROUTE_KIND
 from domain.router.shadow import OUTCOMES
@@ -38,7 +39,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 # Every kind the service queues; each is reported (0 when none is pending) so an alert never sees it vanish.
-OUTBOX_KINDS = (CHAT_KIND, ROUTE_KIND, SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND)
+OUTBOX_KINDS = (CHAT_KIND, ROUTE_KIND, SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND, FORGE_WRITE_KIND)
+# The dispatch jobs' states that are counted: those a job is in for a while (the others only grow).
+JOB_STATES = (QUEUED, RUNNING)
 # How long a transaction that inserts a decision or a run may stay open: ids seen this long ago are settled.
 SETTLE_SECONDS = 300.0
 
@@ -149,6 +152,7 @@ class DatabaseCollector:
             pending = queries.outbox_pending_by_kind()
             decisions = self.decisions.read()
             runs = self.runs.read()
+            jobs = queries.jobs_in_states(JOB_STATES)
             heartbeat = self.heartbeat_age(now) if self.heartbeat_age is not None else None
         backlog = GaugeMetricFamily(
             "svc_outbox_pending_messages", "Side effects queued and not yet delivered, by kind.", labels=["kind"]
@@ -177,6 +181,12 @@ class DatabaseCollector:
         for agent_id, status in sorted(every_agent | set(runs)):
             agent_runs.add_metric([agent_id, status], runs.get((agent_id, status), 0))
         yield agent_runs
+        waiting = GaugeMetricFamily(
+            "svc_dispatch_jobs", "Dispatch jobs queued for a worker, and running in a bay.", labels=["state"]
+        )
+        for state in JOB_STATES:
+            waiting.add_metric([state], jobs.get(state, 0))
+        yield waiting
         if heartbeat is not None:
             yield GaugeMetricFamily(
                 "svc_jobs_heartbeat_age_seconds", "Seconds since a jobs process last beat.", value=max(heartbeat, 0.0)

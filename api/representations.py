@@ -143,7 +143,8 @@ def decision(row) -> dict[str, Any]:
         "rule": row.rule,
         "role": row.role,
         "gates": row.gates or [],
-        "dispatched": False,
+        "dispatched": bool(row.dispatched),
+        "job_id": row.job_id,
         "envelope": row.envelope,
         "policy": row.policy,
         "facts": row.facts,
@@ -151,6 +152,30 @@ def decision(row) -> dict[str, Any]:
     if row.outcome == REJECTED:
         body["errors"] = row.errors or []
     return body
+
+
+def job(row) -> dict[str, Any]:
+    """A dispatch job as the contract shapes it (`dispatch-job.json`)."""
+    return {
+        "id": row.id,
+        "decision_id": row.decision_id,
+        "event_id": row.event_id,
+        "ticket": row.ticket,
+        "role": row.role,
+        "rule": row.rule,
+        "state": row.state,
+        "bay": row.bay,
+        "worker": row.worker,
+        "attempts": row.attempts,
+        "created_at": iso(row.created_at),
+        "claimed_at": iso(row.claimed_at),
+        "heartbeat_at": iso(row.heartbeat_at),
+        "leased_until": iso(row.leased_until),
+        "finished_at": iso(row.finished_at),
+        "result": row.result,
+        "reason": row.cancel_reason,
+        "forge": {"pull_request": row.forge_pull_request, "comment": row.forge_comment, "error": row.forge_error},
+    }
 
 
 def policy_version(version: PolicyVersion) -> dict[str, Any]:

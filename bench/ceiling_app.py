@@ -94,8 +94,8 @@ RETRIES = (
 )
 INSERT_DECISION = (
     'INSERT INTO "router_decision" ("event_id", "evaluated_at", "mode", "source", "kind", "subject_id", "outcome", '
-    '"role", "gates", "envelope", "errors", "policy", "facts") VALUES (?, ?, \'shadow\', ?, ?, ?, ?, ?, ?, ?, '
-    "NULL, ?, ?)"
+    '"role", "gates", "envelope", "errors", "policy", "facts", "dispatched") VALUES (?, ?, \'shadow\', ?, ?, ?, ?, ?, '
+    "?, ?, NULL, ?, ?, 0)"
 )
 INSERT_SCORECARD = (
     'INSERT INTO "scorecard_entry" ("decision_id", "subject_id", "role", "outcome", "failed_gates", "evaluated_at") '

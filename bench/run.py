@@ -693,6 +693,103 @@ def _remembered_check_cost(person: tuple[str, str], rounds: int = 100_000) -> tu
     return (time.perf_counter() - started) / rounds, first
 
 
+def dispatch(work: Path, rounds: int, db_override: str | None) -> dict:
+    """What a worker's calls cost on a live coder rule: `rounds` jobs, each claimed, heartbeaten and finished
+    (`no_changes`) by one worker, one call at a time; the median and the 90th percentile of each call's time."""
+    import statistics
+
+    print(f"\n== Dispatch: {rounds} jobs, each claimed, heartbeaten and handed back by one worker, one call at a time")
+    data = work / "dispatch"
+    data.mkdir()
+    url = database_url(data, db_override)
+    if db_override:
+        reset_postgres(db_override)
+    seed.open_db(url)
+    seed.tickets(1_000)
+    worker = ("bench-bay", "bench-bay-password-1")
+    added = subprocess.run(
+        [str(Path(sys.executable).with_name("svc")), "user", "add", worker[0], "--role", "worker"],
+        input=worker[1] + "\n",
+        env=harness.service_env(data, harness.free_port(), url),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if added.returncode != 0:
+        raise RuntimeError(f"svc user add failed: {added.stderr}")
+    service, base = harness.start_service(data, url)
+    people, bay = requests.Session(), requests.Session()
+    people.headers.update(BASIC)
+    bay.auth = worker
+    times: dict[str, list[float]] = {"claim": [], "heartbeat": [], "result": []}
+    try:
+        people.post(f"{base}/api/v1/initiatives", json={"id": "bench-dispatch", "name": "D", "stage": "active"})
+        current = people.get(f"{base}/api/v1/router/policy")
+        document = current.json()["policy"]
+        document["allowlist"] = sorted({*document["allowlist"], "svc:bench"})
+        for rule in document["rules"]:
+            rule["mode"] = "live" if rule["name"] == "coder" else rule.get("mode", "shadow")
+        changed = people.put(
+            f"{base}/api/v1/router/policy",
+            json={"policy": document, "reason": "bench", "force": "the bench measures live dispatch"},
+            headers={"If-Match": current.headers["ETag"]},
+        )
+        if changed.status_code != 200:
+            raise RuntimeError(f"the live policy was refused: {changed.status_code} {changed.text}")
+        for n in range(rounds):
+            key = f"DISP-{n + 1}"
+            people.post(f"{base}/api/v1/tickets", json={"key": key, "initiative_id": "bench-dispatch", "title": key})
+            people.post(f"{base}/api/v1/tickets/{key}/move", json={"to": "queued"})
+            moved = people.post(f"{base}/api/v1/tickets/{key}/move", json={"to": "execute"})
+            if moved.status_code != 200:
+                raise RuntimeError(f"{key}: {moved.status_code} {moved.text}")
+        # The board's own events are routed by the jobs process: route them here, as it would, one envelope each.
+        for n in range(rounds):
+            key = f"DISP-{n + 1}"
+            event = json.loads(EVENT.replace("{{n}}", f"dispatch-{n}"))
+            event.update(source="svc", transition={"kind": "state_changed", "from": "queued", "to": "execute"})
+            event["subject"] = {"type": "ticket", "id": key, "initiative_id": "bench-dispatch"}
+            event["actor"] = {"kind": "human", "id": "svc:bench", "roles": []}
+            event.pop("forge")
+            event["dispatch_hints"] = {"eligible_for_worker": True, "blocked_reason": None, "suggested_role": "coder"}
+            routed = requests.post(f"{base}/api/v1/events", json=event, headers=CI, timeout=30)
+            if not routed.json()["decision"]["dispatched"]:
+                raise RuntimeError(f"{key} was not dispatched: {routed.json()['decision']['gates']}")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            claimed = bay.post(f"{base}/api/v1/dispatch/claim", json={"bay": "bench-bay-1"}, timeout=30)
+            times["claim"].append(time.perf_counter() - started)
+            if claimed.status_code != 200:
+                raise RuntimeError(f"claim: {claimed.status_code} {claimed.text}")
+            job = claimed.json()["job"]
+            started = time.perf_counter()
+            beat = bay.post(f"{base}/api/v1/dispatch/jobs/{job['id']}/heartbeat", json={}, timeout=30)
+            times["heartbeat"].append(time.perf_counter() - started)
+            output = {
+                "schema": "svc.worker-output/v0",
+                "ticket": job["ticket"]["key"],
+                "role": job["role"],
+                "status": "no_changes",
+                "summary": "Nothing to change.",
+            }
+            started = time.perf_counter()
+            done = bay.post(f"{base}/api/v1/dispatch/jobs/{job['id']}/result", json=output, timeout=30)
+            times["result"].append(time.perf_counter() - started)
+            if beat.status_code != 200 or done.status_code != 200:
+                raise RuntimeError(f"heartbeat {beat.status_code}, result {done.status_code} {done.text}")
+    finally:
+        service.stop()
+    figures = {}
+    for call, seconds in times.items():
+        ordered = sorted(seconds)
+        figures[call] = {
+            "median_ms": statistics.median(ordered) * 1000,
+            "p90_ms": ordered[int(len(ordered) * 0.9) - 1] * 1000,
+        }
+        print(f"   {call:<9} median {figures[call]['median_ms']:.2f} ms, p90 {figures[call]['p90_ms']:.2f} ms")
+    return {"rounds": rounds, **figures}
+
+
 def machine() -> dict:
     cpu = next(
         (
@@ -715,7 +812,10 @@ def machine() -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", nargs="*", default=["http", "growth", "replay", "backtest", "memory", "accounts"])
+    parser.add_argument(
+        "which", nargs="*", default=["http", "growth", "replay", "backtest", "memory", "accounts", "dispatch"]
+    )
+    parser.add_argument("--dispatch-rounds", type=int, default=200, help="jobs the dispatch benchmark runs through")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per throughput figure")
     parser.add_argument("--sizes", default="1000,10000,100000", help="board sizes for the growth benchmark")
     parser.add_argument("--replay-lines", type=int, default=200_000)
@@ -744,6 +844,8 @@ def main() -> int:
             results["memory"] = memory(work, args.database)
         if "accounts" in args.which:
             results["accounts"] = accounts(work, args.seconds, args.database)
+        if "dispatch" in args.which:
+            results["dispatch"] = dispatch(work, args.dispatch_rounds, args.database)
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     path = out / f"{info['date'].replace(':', '')}.json"

@@ -180,6 +180,7 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
                 recorded_policy,
                 facts.as_dict(),
                 result.rule_name,
+                False,
             )
         )
         if result.role and result.outcome in ("would_dispatch", "blocked"):
@@ -202,6 +203,7 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
         "policy",
         "facts",
         "rule",
+        "dispatched",
     ]
     with storage_db.connection():
         first_id = (RouterDecision.select(fn.MAX(RouterDecision.id)).scalar() or 0) + 1

@@ -25,10 +25,13 @@ from storage.models import Account
 
 VIEWER = "viewer"
 OPERATOR = "operator"
-ROLES = (VIEWER, OPERATOR)
+WORKER = "worker"
+ROLES = (VIEWER, OPERATOR, WORKER)
 ROLE_MEANING = {
     VIEWER: "reads everything (every GET, the board, ticket pages, decisions) and changes nothing",
     OPERATOR: "does everything people do: board actions, ops endpoints, the automation toggle, the wallet",
+    WORKER: "a machine in a bay: claims dispatch jobs, heartbeats, hands back results, reads its own jobs and their "
+    "tickets, and nothing else",
 }
 MIN_PASSWORD = 8  # as for SVC_BASIC_AUTH
 MAX_PASSWORD = 1024  # argon2 takes any length; a bound keeps a hostile header from costing more than a hash

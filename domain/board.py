@@ -324,44 +324,69 @@ class Board:
             row = tickets.get(key, for_update=True)
             if row is None:
                 raise NotFound("ticket", key, path="/ticket")
-            now = self.clock()
-            slots.ensure(name, at=now)
-            # Locking the slot row makes a claim and the slot steward's wipe lease take turns.
-            slot_row = slots.get(name, for_update=True)
-            current = slots.claim_of(name, for_update=True)
-            if current is not None and current.ticket_key != key:
-                raise Conflict(f"slot {name} is held by {current.ticket_key}")
-            if current is None:
-                if slots.being_wiped(slot_row, now=now):
-                    raise Conflict(f"slot {name} is being wiped; claim it again once the wipe is done")
-                if row.stage in FINAL_STAGES:
-                    raise Conflict(
-                        f"{key} is {row.stage}; a finished ticket cannot claim a slot", current_stage=row.stage
-                    )
-                if row.assigned_slot and row.assigned_slot != name:
-                    raise Conflict(f"{key} already holds slot {row.assigned_slot}")
-                slots.add_claim(name, key, at=now)
-                claimed = SlotClaimed(name, key, actor, now)
-                for listener in self.claim_listeners:
-                    listener(claimed)
-                if not tickets.compare_and_swap(
-                    row,
-                    expected_stage=row.stage,
-                    expected_version=row.version,
-                    changes={"assigned_slot": name, "updated_at": now},
-                ):
-                    raise StaleRead(key)
+            self.hold_slot(name, row, actor=actor, at=self.clock())
+            return SlotView(slots.get(name), slots.claim_of(name))
+
+        return units.run(work, what=f"claiming slot {name}")
+
+    def hold_slot(self, name: str, row: Ticket, *, actor: str, at: datetime, record: bool = True) -> None:
+        """Inside a transaction, with `row` read locked: hold slot `name` for the ticket (creating the slot on first
+        use), as `POST slots/{name}/claim` does; a slot held by another ticket, being wiped, or a finished ticket or
+        one holding another slot is `Conflict`. `record=False` leaves the timeline entry to the caller (a job's
+        claim says it all in one entry)."""
+        key = row.key
+        slots.ensure(name, at=at)
+        # Locking the slot row makes a claim and the slot steward's wipe lease take turns.
+        slot_row = slots.get(name, for_update=True)
+        current = slots.claim_of(name, for_update=True)
+        if current is not None and current.ticket_key != key:
+            raise Conflict(f"slot {name} is held by {current.ticket_key}")
+        if current is None:
+            if slots.being_wiped(slot_row, now=at):
+                raise Conflict(f"slot {name} is being wiped; claim it again once the wipe is done")
+            if row.stage in FINAL_STAGES:
+                raise Conflict(f"{key} is {row.stage}; a finished ticket cannot claim a slot", current_stage=row.stage)
+            if row.assigned_slot and row.assigned_slot != name:
+                raise Conflict(f"{key} already holds slot {row.assigned_slot}")
+            slots.add_claim(name, key, at=at)
+            claimed = SlotClaimed(name, key, actor, at)
+            for listener in self.claim_listeners:
+                listener(claimed)
+            if not tickets.compare_and_swap(
+                row,
+                expected_stage=row.stage,
+                expected_version=row.version,
+                changes={"assigned_slot": name, "updated_at": at},
+            ):
+                raise StaleRead(key)
+            if record:
                 timeline.append(
                     key,
                     kind="slot_claimed",
                     summary=f"claimed slot {name} ({actor})",
-                    at=now,
+                    at=at,
                     data={"slot": name, "actor": actor},
                 )
-            slots.touch(name, at=now)
-            return SlotView(slots.get(name), slots.claim_of(name))
+        slots.touch(name, at=at)
 
-        return units.run(work, what=f"claiming slot {name}")
+    def touch_slot(self, name: str, *, at: datetime) -> None:
+        """Inside a transaction: the slot is in use now (its idle time starts again)."""
+        slots.touch(name, at=at)
+
+    def free_slot(self, name: str, row: Ticket, *, at: datetime) -> bool:
+        """Inside a transaction, with `row` read locked: drop the ticket's claim of slot `name` and clear its
+        `assigned_slot`, without a wipe (nothing of the ticket's work is left in it, or the idle reclaim wipes it);
+        False when the ticket did not hold it. The caller writes the timeline entry."""
+        if not slots.drop_claim(name, row.key):
+            return False
+        if row.assigned_slot == name and not tickets.compare_and_swap(
+            row,
+            expected_stage=row.stage,
+            expected_version=row.version,
+            changes={"assigned_slot": None, "updated_at": at},
+        ):
+            raise StaleRead(row.key)
+        return True
 
     # -- wallet --------------------------------------------------------------------------------------------
 

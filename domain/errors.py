@@ -12,6 +12,7 @@ __all__ = [
     "Conflict",
     "ContractViolation",
     "DomainError",
+    "Forbidden",
     "IdempotencyMismatch",
     "InvalidQuery",
     "NotEarned",
@@ -35,6 +36,10 @@ class NotFound(DomainError):
         self.ident = ident
         self.path = path
         super().__init__(f"no {what} {ident!r}")
+
+
+class Forbidden(DomainError):
+    """The caller may not have this (a worker asking for a job or ticket it never held)."""
 
 
 class Conflict(DomainError):

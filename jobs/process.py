@@ -3,7 +3,8 @@
 A bay wipe may take minutes (`SVC_BAY_WIPE_TIMEOUT`), and a pulse or a slot release can run several. So nothing
 waits behind anything else: the heartbeat beats on its own thread; each scheduled agent has a worker; the outbox
 is drained by one worker per kind of message (a lane), so a slot release wiping a bay holds back only the next
-slot release, never a chat post or a tracker close. Wipes stay leased in the database (`domain/ops/steward.py`), so
+slot release, never a chat post or a tracker close; periodic steps (the dispatch jobs' lease reaper, every 2 s) have a
+worker each too. Wipes stay leased in the database (`domain/ops/steward.py`), so
 two workers or two processes never wipe one bay. SIGTERM lets every worker finish the item in hand (one
 scheduled run, one message), then the heartbeat stops and the process exits.
 
@@ -96,6 +97,7 @@ class JobsProcess:
         owner: str | None = None,
         lanes: Mapping[str, Iterable[str]] | None = None,
         outage: DatabaseOutage | None = None,
+        periodic: Iterable[Worker] = (),
     ):
         self.clock = clock
         # The clock the schedules are read against: `clock` itself, unless a schedule is being rehearsed
@@ -112,6 +114,8 @@ class JobsProcess:
         self.lanes = {name: tuple(kinds) for name, kinds in lanes.items()}
         # One line when the database goes away and one when it is back, not a traceback per worker step.
         self.outage = outage or DatabaseOutage()
+        # Work done every few seconds, each on its own worker (the lease reaper of the dispatch jobs).
+        self.periodic = list(periodic)
         self.stopping = threading.Event()
 
     # -- one step at a time, testable with an injected clock ----------------------------------------------
@@ -191,13 +195,14 @@ class JobsProcess:
     # -- the workers --------------------------------------------------------------------------------------
 
     def workers(self) -> list[Worker]:
-        """One worker per scheduled agent and one per outbox lane (the heartbeat has its own thread)."""
+        """One worker per scheduled agent, one per outbox lane and one per periodic step (the heartbeat has its own
+        thread)."""
         found = [Worker(f"agent {agent_id}", self._agent_step(agent_id), TICK_SECONDS) for agent_id in self.schedules]
         found += [
             Worker(f"outbox {name}", lambda k=kinds: self.drain(k) >= DRAIN_BATCH, DRAIN_SECONDS)
             for name, kinds in self.lanes.items()
         ]
-        return found
+        return found + self.periodic
 
     def _agent_step(self, agent_id: str) -> Callable[[], bool]:
         def step() -> bool:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from peewee import fn
 
-from storage.models import AgentRun, OutboxMessage, RouterDecision
+from storage.models import AgentRun, DispatchJob, OutboxMessage, RouterDecision
 from storage.outbox import PENDING
 
 
@@ -26,6 +26,17 @@ def outbox_pending_by_kind() -> dict[str, tuple[int, datetime]]:
         .tuples()
     )
     return {kind: (count, _aware(oldest)) for kind, count, oldest in rows}
+
+
+def jobs_in_states(states: tuple[str, ...]) -> dict[str, int]:
+    """state -> how many dispatch jobs are in it, for the states given (the `(state, id)` index)."""
+    rows = (
+        DispatchJob.select(DispatchJob.state, fn.COUNT(DispatchJob.id))
+        .where(DispatchJob.state.in_(states))
+        .group_by(DispatchJob.state)
+        .tuples()
+    )
+    return dict(rows)
 
 
 def max_decision_id() -> int:

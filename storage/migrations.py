@@ -297,6 +297,56 @@ def _policy_as_data(migrator: SchemaMigrator) -> None:
     )
 
 
+def _dispatch_jobs(migrator: SchemaMigrator) -> None:
+    """Live dispatch: the jobs live rules queue for workers in bays; whether each decision queued one."""
+
+    class RouterDecision(Model):  # only what the foreign key refers to
+        id = BigAutoField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "router_decision"
+
+    class DispatchJob(Model):  # the table as version 7 makes it
+        id = BigAutoField()
+        decision = ForeignKeyField(RouterDecision, column_name="decision_id", unique=True, on_delete="CASCADE")
+        event_id = CharField(max_length=200, null=True)
+        ticket = CharField(max_length=64)
+        role = CharField(max_length=16)
+        rule = CharField(max_length=64, null=True)
+        state = CharField(max_length=16)
+        bay = CharField(max_length=64, null=True)
+        worker = CharField(max_length=64, null=True)
+        attempts = IntegerField(default=0)
+        created_at = models.UTCDateTimeField()
+        claimed_at = models.UTCDateTimeField(null=True)
+        heartbeat_at = models.UTCDateTimeField(null=True)
+        leased_until = models.UTCDateTimeField(null=True)
+        finished_at = models.UTCDateTimeField(null=True)
+        result = TextField(null=True)
+        forge_pull_request = TextField(null=True)
+        forge_comment = TextField(null=True)
+        forge_error = TextField(null=True)
+        cancel_reason = TextField(null=True)
+
+        class Meta:
+            database = migrator.database
+            table_name = "dispatch_job"
+            legacy_table_names = False
+            indexes = (
+                (("state", "id"), False),
+                (("state", "leased_until"), False),
+                (("ticket", "id"), False),
+                (("worker", "id"), False),
+            )
+
+    apply_operations(
+        migrator.add_column("router_decision", "dispatched", BooleanField(default=False)),
+        migrator.add_column("router_decision", "job_id", BigIntegerField(null=True)),
+    )
+    DispatchJob.create_table(safe=False)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -304,6 +354,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (4, "each decision's policy and facts; the router's scorecard", _decision_evidence),
     (5, "accepted delivery ids; the reconciliation ledger", _reconciliation),
     (6, "the router's policy versions; each decision's rule; the rule on scorecard entries", _policy_as_data),
+    (7, "dispatch jobs; whether each decision queued one", _dispatch_jobs),
 ]
 
 

@@ -268,6 +268,10 @@ class RouterDecision(BaseModel):
     # The name of the policy's rule that matched the event (None: none did, or recorded before schema version 6,
     # when the rules were the first policy's three and a backtest finds the one that matched).
     rule = CharField(max_length=64, null=True)
+    # Live dispatch (schema version 7): whether this decision queued a job, and which (`DispatchJob`; not a foreign
+    # key, so the two tables refer to each other only one way).
+    dispatched = BooleanField(default=False)
+    job_id = BigIntegerField(null=True)
 
     class Meta:
         indexes = (
@@ -385,6 +389,43 @@ class RouterPolicyVersion(BaseModel):
     replaces = BigIntegerField(unique=True)
 
 
+class DispatchJob(BaseModel):
+    """A job a live rule's decision queued for a worker in a bay (`domain/dispatch/jobs.py`): queued, running under
+    a lease, then succeeded, failed or cancelled; and what its output had the service write to the forge."""
+
+    id = BigAutoField()
+    # One job per decision at most: a redelivered event records no second decision, and this is the backstop.
+    decision = ForeignKeyField(RouterDecision, column_name="decision_id", unique=True, on_delete="CASCADE")
+    event_id = CharField(max_length=200, null=True)
+    ticket = CharField(max_length=64)
+    role = CharField(max_length=16)
+    rule = CharField(max_length=64, null=True)
+    state = CharField(max_length=16)  # queued, running, succeeded, failed, cancelled
+    bay = CharField(max_length=64, null=True)
+    # The worker account that claimed it last (kept after the job ends: it may still read what it held).
+    worker = CharField(max_length=64, null=True)
+    attempts = IntegerField(default=0)
+    created_at = UTCDateTimeField()
+    claimed_at = UTCDateTimeField(null=True)
+    heartbeat_at = UTCDateTimeField(null=True)  # the claim, then each heartbeat: the workers panel's "last seen"
+    leased_until = UTCDateTimeField(null=True)
+    finished_at = UTCDateTimeField(null=True)
+    result = JSONTextField(null=True)
+    forge_pull_request = TextField(null=True)
+    forge_comment = TextField(null=True)
+    forge_error = TextField(null=True)
+    cancel_reason = TextField(null=True)
+
+    class Meta:
+        indexes = (
+            # The oldest queued job (a claim), the running ones by lease (the reaper), a ticket's, a worker's.
+            (("state", "id"), False),
+            (("state", "leased_until"), False),
+            (("ticket", "id"), False),
+            (("worker", "id"), False),
+        )
+
+
 class JobState(BaseModel):
     """What the jobs process knows of each scheduled job: the last scheduled time it ran for, and when."""
 
@@ -429,4 +470,5 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     ScorecardEntry,
     ScorecardDay,
     RouterPolicyVersion,
+    DispatchJob,
 )

@@ -416,7 +416,7 @@ def _list_accounts(rows, bootstrap: str | None) -> None:
     from domain.clock import iso
 
     if not rows:
-        print("svc user: no accounts yet; add one with: svc user add NAME --role viewer|operator")
+        print("svc user: no accounts yet; add one with: svc user add NAME --role viewer|operator|worker")
     else:
         width = max(len("name"), *(len(r.name) for r in rows))
         print(f"{'name':<{width}}  {'role':<8}  {'created':<27}  password changed")
@@ -645,12 +645,15 @@ def build_parser() -> argparse.ArgumentParser:
     add = actions.add_parser("add", help="add an account; the password is asked for (or read from stdin)")
     add.add_argument("name")
     add.add_argument(
-        "--role", required=True, choices=["viewer", "operator"], help="viewer: reads only; operator: everything"
+        "--role",
+        required=True,
+        choices=["viewer", "operator", "worker"],
+        help="viewer: reads only; operator: everything; worker: a machine in a bay, the dispatch endpoints only",
     )
     actions.add_parser("passwd", help="set a new password (asked for, or read from stdin)").add_argument("name")
-    role = actions.add_parser("role", help="make an account a viewer or an operator")
+    role = actions.add_parser("role", help="make an account a viewer, an operator or a worker")
     role.add_argument("name")
-    role.add_argument("role", choices=["viewer", "operator"])
+    role.add_argument("role", choices=["viewer", "operator", "worker"])
     actions.add_parser("remove", help="delete an account; what it did stays attributed to it").add_argument("name")
     actions.add_parser("list", help="every account with its role")
     demo_parser = sub.add_parser(

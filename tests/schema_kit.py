@@ -253,6 +253,26 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "replaces": 1,
         },
     ],
+    # Schema version 7: one job per decision (the key is unique), so one row for the one decision.
+    "dispatch_job": [
+        {
+            "decision_id": 1,
+            "event_id": "evt-1",
+            "ticket": "PORT-2",
+            "role": "coder",
+            "rule": "coder",
+            "state": "succeeded",
+            "bay": "bay-1",
+            "worker": "bay-1",
+            "attempts": 0,
+            "created_at": AT,
+            "claimed_at": AT,
+            "heartbeat_at": AT,
+            "leased_until": AT,
+            "finished_at": AT,
+            "result": '{"status":"no_changes"}',
+        }
+    ],
 }
 # The stage counts a database gets from its tickets (migration 2 fills them from the tickets of a version 1 one).
 STAGE_COUNTS = {"queued": 2, "execute": 1, "human_test": 1}

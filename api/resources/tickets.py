@@ -5,7 +5,8 @@ from __future__ import annotations
 import falcon
 
 from api import conditional, params, representations
-from api.operations import CURSOR, LIMIT, Operation, Param
+from api.operations import CURSOR, LIMIT, WORKERS_TOO, Operation, Param
+from domain.accounts import WORKER
 from domain.entity_tags import ticket_tag
 from machines.stages import STAGES
 
@@ -70,18 +71,23 @@ class Tickets:
 class TicketItem:
     operations = {
         "GET": Operation(
-            "A ticket with its newest 20 timeline entries",
-            responses={200: "ticket-detail.json", 401: "problem.json", 404: "problem.json"},
+            "A ticket with its newest 20 timeline entries (a worker: only the ticket of a job it claimed)",
+            responses={200: "ticket-detail.json", 401: "problem.json", 403: "problem.json", 404: "problem.json"},
             params=(_KEY,),
             tags=("board",),
             etag=True,
+            workers=WORKERS_TOO,
         ),
     }
 
-    def __init__(self, board):
+    def __init__(self, board, dispatch=None):
         self.board = board
+        self.dispatch = dispatch
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
+        identity = req.context.identity
+        if identity.role == WORKER:
+            self.dispatch.check_worker_reads_ticket(identity.actor, key)
         row, entries = self.board.ticket(key)
         conditional.tag(resp, ticket_tag(row))
         resp.media = representations.ticket_detail(row, entries)
@@ -160,7 +166,7 @@ def routes(services) -> list[tuple[str, object]]:
     board = services.board
     return [
         ("/api/v1/tickets", Tickets(board)),
-        ("/api/v1/tickets/{key}", TicketItem(board)),
+        ("/api/v1/tickets/{key}", TicketItem(board, services.dispatch)),
         ("/api/v1/tickets/{key}/timeline", TicketTimeline(board)),
         ("/api/v1/tickets/{key}/move", TicketMove(board)),
         ("/api/v1/tickets/{key}/mark_done", TicketFinish(board, "mark_done")),

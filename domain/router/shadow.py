@@ -3,7 +3,9 @@
 For each envelope, in one transaction: validate it (a broken one is recorded as `rejected`); if its event id
 was accepted before, answer with that decision and record nothing; else read the policy in force (the database's,
 `domain/router/policy_versions.py`), run its rules and every gate against the live board and record one decision,
-with the policy and the rule that matched. Nothing is ever dispatched.
+with the policy and the rule that matched. A live rule's decision that passed every gate, and names a role,
+queues one job for a worker in the same transaction (`domain/dispatch/jobs.py`), unless dispatch is paused; a
+redelivered event records no second decision, so it never queues a second job.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from contracts.envelope import ID_MAX_LENGTH, KINDS, SOURCES, SUBJECT_ID_MAX_LEN
 from domain import units
 from domain.clock import Clock
 from domain.config import Config
+from domain.dispatch import jobs as dispatch
 from domain.router import deliveries, scorecard
 from domain.router.backtest import Report, backtest
 from domain.router.board_view import LiveBoardView, RecordingBoardView, TicketState
 from domain.router.evaluation import OUTCOMES as OUTCOMES  # declared there; the router's readers take it here
-from domain.router.evaluation import REJECTED, evaluate
+from domain.router.evaluation import REJECTED, WOULD_DISPATCH, evaluate
 from domain.router.policy import Policy
 from domain.router.policy_versions import PolicyInForce
-from domain.router.rules import SHADOW
+from domain.router.rules import LIVE, SHADOW
 from domain.router.senders.payloads import Unmappable
 from domain.router.ticket_keys import KnownTicketKeys
 from storage import decisions
@@ -131,6 +134,7 @@ class ShadowRouter:
                 gates=[],
                 envelope=document,
                 errors=[v.as_dict() for v in found],
+                dispatched=False,
             )
             log.info("event rejected", extra={"decision_id": row.id, "violations": len(found)})
             return Receipt(Intake.REJECTED, row.event_id, row)
@@ -162,7 +166,24 @@ class ShadowRouter:
             policy=policy.recorded,
             facts=view.facts_dict(),
             rule=rule.name if rule is not None else None,
+            dispatched=False,
         )
+        if (
+            rule is not None
+            and rule.mode == LIVE
+            and result.outcome == WOULD_DISPATCH
+            and document["subject"]["type"] == "ticket"
+            and not dispatch.paused()  # read only here: a shadow rule's decision costs no statement more
+        ):
+            row.job_id = dispatch.queue(
+                decision_id=row.id,
+                event_id=event_id,
+                ticket=row.subject_id,
+                role=result.role,
+                rule=rule.name,
+                at=now,
+            )
+            row.dispatched = True
         scorecard.record_decision(
             decision_id=row.id,
             subject_id=row.subject_id if document["subject"]["type"] == "ticket" else None,

@@ -10,6 +10,7 @@ import re
 import threading
 
 import pytest
+from dispatch_kit import make_job
 
 from api.auth import CHECKS_ADMITTED, RECHECK_SECONDS, REMEMBER_SECONDS, FailedCredentials, PeopleCredentials
 from api.operations import changes_something
@@ -79,6 +80,13 @@ class Fresh:
             json={"key": self.ticket, "initiative_id": "port", "title": "Fresh", "stage": "queued"},
         )
         assert made.status_code == 201, made.text
+        self._job: int | None = None
+
+    def job(self) -> str:
+        """A queued dispatch job of its ticket (made when first asked for)."""
+        if self._job is None:
+            self._job = make_job(self.ticket)
+        return str(self._job)
 
 
 # A request body an operator's request would succeed with, per request schema. A changing operation whose schema
@@ -99,14 +107,17 @@ BODIES = {
         "reason": "tried by a test",
     },
 }
-PATH_VALUES = {"key": lambda f: f.ticket, "id": lambda f: "port", "name": lambda f: f.slot}
+PATH_VALUES = {"key": lambda f: f.ticket, "id": lambda f: "port", "name": lambda f: f.slot, "job_id": lambda f: f.job()}
 
 
 def _people_operations(document: dict, *, changing: bool) -> list[tuple[str, str, dict]]:
-    """(method, path template, operation) of every documented operation basic credentials open."""
+    """(method, path template, operation) of every documented operation basic credentials open to people (the workers'
+    own endpoints are refused to people: `tests/api/test_dispatch.py`)."""
     found = []
     for path, ops in document["paths"].items():
         for method, op in ops.items():
+            if op.get("x-svc-workers") == "only":
+                continue
             changes = changes_something(method) and not op.get("x-svc-changes-nothing", False)
             if {"basic": []} in op["security"] and changes == changing:
                 found.append((method.upper(), path, op))
@@ -152,9 +163,13 @@ def test_a_viewer_reads_every_operation_that_changes_nothing(people):
     recorded = bootstrap.post("/api/v1/events", json=example("envelopes/valid/opened.json"), auth="ci")
     decision_id = str(recorded.json["decision"]["id"])
 
+    job_id = str(make_job("PORT-1"))
+
     def value(op: dict, name: str) -> str:
         if name == "decision_id":
             return decision_id
+        if name == "job_id":
+            return job_id
         (param,) = [p for p in op.get("parameters", []) if p["name"] == name and p["in"] == "path"]
         return param["schema"].get("enum", [{"id": "port"}.get(name, "PORT-1")])[0]
 

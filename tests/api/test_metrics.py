@@ -183,3 +183,26 @@ def test_the_jobs_heartbeat_age_appears_once_a_jobs_process_beat(api, clock):
     clock.advance(seconds=30)
     families = scrape(api)
     assert value(families["svc_jobs_heartbeat_age_seconds"], "svc_jobs_heartbeat_age_seconds") == 30
+
+
+def test_dispatch_jobs_queued_and_running_and_the_forge_writes_backlog(api):
+    from dispatch_kit import claim, make_job
+
+    from domain import accounts
+
+    from events_kit import seed_board
+    from testclient import ApiClient
+
+    families = scrape(api)
+    assert value(families["svc_dispatch_jobs"], "svc_dispatch_jobs", state="queued") == 0
+    assert value(families["svc_outbox_pending_messages"], "svc_outbox_pending_messages", kind="forge_write") == 0
+    seed_board(api, tickets={"PORT-7": "queued", "PORT-8": "queued"})
+    make_job("PORT-7")
+    make_job("PORT-8")
+    accounts.add("bay-1", "worker", "worker-password-1")
+    assert claim(ApiClient(api.client.app, basic="bay-1:worker-password-1", ci_secret="")).status_code == 200
+    jobs = scrape(api)["svc_dispatch_jobs"]
+    assert (value(jobs, "svc_dispatch_jobs", state="queued"), value(jobs, "svc_dispatch_jobs", state="running")) == (
+        1,
+        1,
+    )
