@@ -17,6 +17,7 @@ from typing import Any
 from storage import statements
 from storage.models import (
     AgentRun,
+    DispatchJob,
     Initiative,
     ReconciliationGap,
     RouterDecision,
@@ -86,6 +87,15 @@ PARTS: dict[str, tuple[str, ...]] = {
     "reconciliation": (_newest(ReconciliationGap)[0], _max(ReconciliationGap, "updated_at")),
     # The router's policy: a new version (versions are never changed).
     "policy": _newest(RouterPolicyVersion),
+    # Dispatch jobs: a new one (queued with its decision), and each move between states (a claim, a result, a cancel,
+    # a lease put back: the queued and running counts, each a short range of the (state, id) index) or of a lease (a
+    # heartbeat: the newest lease, the last entry of the (state, leased_until) index). A job's own page adds the row.
+    "jobs": (
+        *_newest(DispatchJob),
+        f"""(SELECT COUNT(*) FROM {_table(DispatchJob)} WHERE "state" = 'queued')""",
+        f"""(SELECT COUNT(*) FROM {_table(DispatchJob)} WHERE "state" = 'running')""",
+        f"""(SELECT MAX("leased_until") FROM {_table(DispatchJob)} WHERE "state" = 'running')""",
+    ),
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from peewee import fn
+
 from storage import statements
 from storage.db import is_postgres
 from storage.models import DispatchJob, RouterDecision
@@ -115,3 +117,37 @@ def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None
     if job_id is not None:
         query = query.where(DispatchJob.id == job_id)
     return query.exists()
+
+
+# -- what the web board reads ------------------------------------------------------------------------------------
+
+
+def queued_oldest_first(*, limit: int) -> tuple[list[Any], int]:
+    """The queued jobs in the order claims take them (the oldest, by id, first), `limit` at most, and how many are
+    queued in all."""
+    shown = list(
+        DispatchJob.select().where(DispatchJob.state == QUEUED).order_by(DispatchJob.id).limit(limit)
+    )
+    total = len(shown) if len(shown) < limit else DispatchJob.select().where(DispatchJob.state == QUEUED).count()
+    return shown, total
+
+
+def running() -> list[Any]:
+    """Every running job (at most the policy's fleet size, give or take a change of it), the oldest claim first."""
+    return list(DispatchJob.select().where(DispatchJob.state == RUNNING).order_by(DispatchJob.claimed_at))
+
+
+def counts_by_rule(rules: list[str]) -> dict[str, dict[str, int]]:
+    """For each rule named, how many of its jobs are in each state (every state there, 0 when none)."""
+    counts = {rule: dict.fromkeys(STATES, 0) for rule in rules}
+    if not rules:
+        return counts
+    query = (
+        DispatchJob.select(DispatchJob.rule, DispatchJob.state, fn.COUNT(DispatchJob.id).alias("n"))
+        .where(DispatchJob.rule.in_(rules))
+        .group_by(DispatchJob.rule, DispatchJob.state)
+    )
+    for rule, state, n in query.tuples():
+        if state in counts[rule]:
+            counts[rule][state] = n
+    return counts
