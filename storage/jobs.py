@@ -125,9 +125,7 @@ def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None
 def queued_oldest_first(*, limit: int) -> tuple[list[Any], int]:
     """The queued jobs in the order claims take them (the oldest, by id, first), `limit` at most, and how many are
     queued in all."""
-    shown = list(
-        DispatchJob.select().where(DispatchJob.state == QUEUED).order_by(DispatchJob.id).limit(limit)
-    )
+    shown = list(DispatchJob.select().where(DispatchJob.state == QUEUED).order_by(DispatchJob.id).limit(limit))
     total = len(shown) if len(shown) < limit else DispatchJob.select().where(DispatchJob.state == QUEUED).count()
     return shown, total
 

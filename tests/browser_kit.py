@@ -169,7 +169,9 @@ def dispatch(base: str, *, running: str, queued: tuple[str, ...]) -> dict[str, i
                 "actor": {"kind": "human", "id": DISPATCHER, "roles": []},
                 "dispatch_hints": {"eligible_for_worker": True, "blocked_reason": None, "suggested_role": None},
             }
-            routed = requests.post(f"{base}/api/v1/events", json=event, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=10)
+            routed = requests.post(
+                f"{base}/api/v1/events", json=event, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=10
+            )
             routed.raise_for_status()
             decision = routed.json()["decision"]
             assert decision["dispatched"], decision

@@ -12,7 +12,7 @@ import falcon
 import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
-from api.web import bays, decisions, freshness, jobs, policy_views, router_right, timeline
+from api.web import bays, decisions, dispatch_views, freshness, policy_views, router_right, timeline
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
@@ -426,7 +426,7 @@ def routes(services) -> list[tuple[str, object]]:
         ("/initiatives", InitiativesPage(board, clock)),
         ("/tickets/{key}", TicketPage(board, services.router, clock)),
         ("/decisions", DecisionsPage(board, services.router, clock)),
-        ("/jobs/{job_id}", jobs.JobPage(board, services.router, services.dispatch, clock)),
+        ("/jobs/{job_id}", dispatch_views.JobPage(board, services.router, services.dispatch, clock)),
         ("/static/{name}", Static()),
         ("/favicon.ico", Favicon()),
     ]

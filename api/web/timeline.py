@@ -209,9 +209,7 @@ def _job_cancelled(data: dict[str, Any]) -> EntryView:
 
 
 def _forge_written(data: dict[str, Any]) -> EntryView:
-    return EntryView(
-        "Pull request opened", OK, _facts(("stage", _move(data)), ("waiting on", data.get("waiting_on")))
-    )
+    return EntryView("Pull request opened", OK, _facts(("stage", _move(data)), ("waiting on", data.get("waiting_on"))))
 
 
 def _forge_failed(data: dict[str, Any]) -> EntryView:

@@ -35,9 +35,7 @@ def last_heartbeat(job: Any, lease: timedelta) -> datetime | None:
 
 def running_by_bay(lease: timedelta) -> dict[str, Running]:
     """The running jobs, keyed by the bay each runs in."""
-    return {
-        job.bay: Running(job, job.claimed_at, last_heartbeat(job, lease)) for job in rows.running() if job.bay
-    }
+    return {job.bay: Running(job, job.claimed_at, last_heartbeat(job, lease)) for job in rows.running() if job.bay}
 
 
 def queue(limit: int = QUEUE_SHOWN) -> tuple[list[Any], int]:

@@ -193,7 +193,7 @@ def test_the_tickets_timeline_reads_the_claim_and_the_result_with_a_link_to_the_
 
 
 def test_the_scorecard_counts_each_live_rules_jobs_by_state(api):
-    first, second, third = live(api, "PORT-7", "PORT-8", "PORT-9")
+    first, second, _third = live(api, "PORT-7", "PORT-8", "PORT-9")
     api.post(f"/api/v1/dispatch/jobs/{first}/cancel", json={})
     bay = worker(api)
     assert claim(bay).json["job"]["id"] == second
@@ -218,6 +218,7 @@ def test_a_decision_says_its_mode_and_links_to_the_job_it_queued(api):
     assert "dispatched coder" in text_of(line) and ">live<" in line
     assert f'<a class="decision-job" href="/jobs/{dispatched["job_id"]}">job {dispatched["job_id"]}</a>' in line
     other = re.search(rf'<li class="decision line[^"]*" id="decision-{shadow["id"]}".*?</li>', html, re.S).group(0)
-    assert "would dispatch coder" in text_of(other) and ">shadow<" in other and "decision-job" not in other
+    assert "would dispatch coder" in text_of(other) and ">live<" not in other and "decision-job" not in other
     page = api.get(f"/decisions/{dispatched['id']}").text
     assert "live mode" in text_of(page) and f'href="/jobs/{dispatched["job_id"]}"' in page
+    assert "mode shadow" in text_of(api.get(f"/decisions/{shadow['id']}").text)
