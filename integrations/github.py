@@ -1,6 +1,15 @@
 """GitHub's REST API, outbound (its webhooks, inbound: `domain/router/senders/github.py`): the webhook deliveries of
-a repository's or an organization's hook, listed newest first, and a redelivery of one. One module for GitHub's
-API: the forge writes (pull requests, comments) belong here too.
+a repository's or an organization's hook, listed newest first, and a redelivery of one; and the forge writes of a
+dispatched job (CONTRACT.md, "The forge writes"): a draft pull request for a branch, never two for one head, and a
+comment on it.
+
+A pull request is written in three calls: `GET /repos/{owner}/{repo}` for its `default_branch`; `GET
+/repos/{owner}/{repo}/pulls?head={owner}:{branch}&state=open`, whose first open pull request for that head is
+returned as it is (`created=False`); else `POST /repos/{owner}/{repo}/pulls {title, body, head, base, draft}`. A 422
+"A pull request already exists" to that POST (one was opened between the two calls, or an earlier try's answer was
+lost) is read as the same: the open one is read again and returned. A comment is `POST
+/repos/{owner}/{repo}/issues/{number}/comments {body}` (a pull request is an issue to GitHub), answered with its
+`html_url`.
 
 A hook is named by its API path, `repos/{owner}/{repo}/hooks/{hook_id}` or `orgs/{org}/hooks/{hook_id}`. Its
 deliveries (`GET {hook}/deliveries?per_page=100`, GitHub keeps three days of them) come newest first, paged by an
@@ -11,14 +20,15 @@ deliver it again (202).
 
 Failures are `TransportError`s (`integrations/transport.py`), read as GitHub means them: a 403 or 429 that says
 its rate limit is spent (`Retry-After`, or `x-ratelimit-remaining: 0` with `x-ratelimit-reset`) is transient,
-with the wait; any other 401/403 is a refused token, 404 an unknown hook (or one the token may not see), 400/422
-a bad cursor or request: permanent. The token goes as `Authorization: Bearer`, never into an error's text.
+with the wait; 5xx is transient; any other 401/403 is a refused token, 404 an unknown hook or repository (or one
+the token may not see), 400/422 a bad cursor or request: permanent (its text carries GitHub's own words). The
+token goes as `Authorization: Bearer`, never into an error's text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +42,10 @@ TARGET = "GitHub"
 USER_AGENT = "svc-delivery/1 (github)"
 API_VERSION = "2022-11-28"
 PER_PAGE = 100
+# A repository as an envelope's `subject.repo` names it, "owner/name".
+REPO_NAME = re.compile(r"^([A-Za-z0-9_.-]{1,100})/([A-Za-z0-9_.-]{1,100})$")
+# GitHub's words when a pull request for that head is open already (422 to the POST).
+ALREADY_EXISTS = "pull request already exists"
 # A hook's API path, as SVC_GITHUB_HOOKS names it.
 HOOK_PATH = re.compile(r"^(?:repos/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|orgs/[A-Za-z0-9_.-]+)/hooks/[0-9]{1,19}$")
 
@@ -51,6 +65,16 @@ class HookDelivery:
     @property
     def answered_2xx(self) -> bool:
         return 200 <= self.status_code < 300
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """A pull request the forge writes made or found: `created` is False when an open one for that head existed
+    already and is returned instead (never two for one head)."""
+
+    number: int
+    html_url: str
+    created: bool
 
 
 @dataclass
@@ -113,12 +137,76 @@ class GitHub:
         """Ask GitHub to deliver `delivery_id` of `hook` again (it answers 202 and delivers it soon after)."""
         self._call("POST", f"{hook}/deliveries/{int(delivery_id)}/attempts", tries=1)
 
+    # -- the forge writes ------------------------------------------------------------------------------
+
+    def default_branch(self, repo: str) -> str:
+        """The repository's default branch, where a pull request goes (`GET /repos/{owner}/{repo}`)."""
+        owner, name = _repo(repo)
+        found = _json(self._call("GET", f"repos/{owner}/{name}"), f"repository {repo}")
+        branch = found.get("default_branch") if isinstance(found, dict) else None
+        if not isinstance(branch, str) or not branch:
+            raise TransportError(f"{TARGET}'s repository {repo} names no default branch", permanent=True)
+        return branch
+
+    def open_pull_request(self, repo: str, branch: str) -> PullRequest | None:
+        """The first open pull request whose head is `branch` of `repo` itself, or None."""
+        owner, name = _repo(repo)
+        response = self._call(
+            "GET", f"repos/{owner}/{name}/pulls", params={"head": f"{owner}:{branch}", "state": "open", "per_page": 100}
+        )
+        listed = _json(response, f"pull requests of {repo}")
+        if not isinstance(listed, list):
+            raise TransportError(f"{TARGET}'s pull requests of {repo} are not a list", permanent=True)
+        for record in listed:
+            head = record.get("head") if isinstance(record, dict) else None
+            # GitHub filters by head already; the check keeps a lax server (or a fork's same-named branch) out.
+            if isinstance(head, dict) and head.get("ref") == branch and record.get("state", "open") == "open":
+                return _pull_request(record, created=False)
+        return None
+
+    def draft_pull_request(self, repo: str, *, branch: str, title: str, body: str, draft: bool = True) -> PullRequest:
+        """The open pull request of `branch` into the default branch of `repo` ("owner/name"): the one already
+        open for that head (`created=False`), else a new one with this title and body, a draft unless `draft` is
+        False. Raises `TransportError` (permanent for a refusal, transient for 5xx, 429 or no answer)."""
+        owner, name = _repo(repo)
+        base = self.default_branch(repo)
+        existing = self.open_pull_request(repo, branch)
+        if existing is not None:
+            return existing
+        payload = {"title": title, "body": body, "head": branch, "base": base, "draft": bool(draft)}
+        try:
+            response = self._call("POST", f"repos/{owner}/{name}/pulls", json=payload, read_error=_creation_error)
+        except _AlreadyOpen as exc:
+            existing = self.open_pull_request(repo, branch)
+            if existing is None:  # GitHub says one exists, yet none is open for this head: nothing to return
+                raise TransportError(exc.detail, permanent=True, status=exc.status) from None
+            return existing
+        return _pull_request(_json(response, f"new pull request of {repo}"), created=True)
+
+    def comment(self, repo: str, number: int, body: str) -> str:
+        """Comment `body` on pull request (or issue) `number` of `repo`; its `html_url`."""
+        owner, name = _repo(repo)
+        response = self._call("POST", f"repos/{owner}/{name}/issues/{int(number)}/comments", json={"body": body})
+        written = _json(response, f"comment on #{int(number)} of {repo}")
+        url = written.get("html_url") if isinstance(written, dict) else None
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise TransportError(f"{TARGET}'s comment on #{int(number)} of {repo} has no html_url", permanent=True)
+        return url
+
     # -- one call ---------------------------------------------------------------------------------------
 
     def _url(self, path: str) -> str:
         return f"{self.api_url}/{path.lstrip('/')}"
 
-    def _call(self, method: str, path: str, *, tries: int | None = None, **kwargs: Any) -> requests.Response:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        tries: int | None = None,
+        read_error: Callable[[requests.Response], TransportError | None] | None = None,
+        **kwargs: Any,
+    ) -> requests.Response:
         return transport.call(
             self.session,
             method,
@@ -128,7 +216,7 @@ class GitHub:
             auth=self.auth,
             tries=self.tries if tries is None else tries,
             budget=self.budget,
-            read_error=error_for,
+            read_error=read_error or error_for,
             **kwargs,
         )
 
@@ -164,10 +252,57 @@ def error_for(response: requests.Response) -> TransportError | None:
             )
     detail = ""
     if status in (404,):
-        detail = " (no such hook, or the token may not see it)"
+        detail = " (no such hook or repository, or the token may not see it)"
     elif status in (400, 422):
-        detail = " (the request or its cursor was refused)"
+        said = _said(response)
+        detail = f" (the request was refused: {said})" if said else " (the request or its cursor was refused)"
     return transport.error_for(response, TARGET, detail=detail)
+
+
+class _AlreadyOpen(TransportError):
+    """GitHub's 422 to a new pull request whose head has an open one: not a failure, the caller reads that one."""
+
+
+def _creation_error(response: requests.Response) -> TransportError | None:
+    error = error_for(response)
+    if error is not None and response.status_code == 422 and ALREADY_EXISTS in error.detail.lower():
+        return _AlreadyOpen(error.detail, permanent=True, status=422)
+    return error
+
+
+def _said(response: requests.Response) -> str:
+    """GitHub's own words in a refusal (`message` and each `errors[].message`), short and printable: they name the
+    request's fields, never its headers, so they are safe to show."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return ""
+    if not isinstance(answer, dict):
+        return ""
+    words = [answer.get("message")]
+    for error in answer.get("errors") or []:
+        words.append(error.get("message") or error.get("code") if isinstance(error, dict) else error)
+    text = "; ".join(w for w in words if isinstance(w, str) and w)
+    return "".join(c for c in text if c.isprintable())[:300]
+
+
+def _repo(repo: str) -> tuple[str, str]:
+    """("owner", "name") of "owner/name", or a permanent `TransportError`: a repository name GitHub cannot have is
+    not worth a call (and must not steer the path)."""
+    match = REPO_NAME.match(repo or "") if isinstance(repo, str) else None
+    if match is None or {match.group(1), match.group(2)} & {".", ".."}:
+        raise TransportError(f"{repo!r:.120} is not a GitHub repository (owner/name)", permanent=True)
+    return match.group(1), match.group(2)
+
+
+def _pull_request(record: Any, *, created: bool) -> PullRequest:
+    number = record.get("number") if isinstance(record, dict) else None
+    url = record.get("html_url") if isinstance(record, dict) else None
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise TransportError(f"{TARGET}'s pull request answer has no number", permanent=True)
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise TransportError(f"{TARGET}'s pull request #{number} has no html_url", permanent=True)
+    return PullRequest(number=number, html_url=url, created=created)
 
 
 def _until_reset(response: requests.Response) -> float | None:

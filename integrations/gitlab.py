@@ -1,6 +1,16 @@
 """GitLab's REST API, outbound (its webhooks, inbound: `domain/router/senders/gitlab.py`): the events of a
-project hook, listed by status, and a resend of one. One module for GitLab's API: the forge writes (merge
-requests, notes) belong here too.
+project hook, listed by status, and a resend of one; and the forge writes of a dispatched job (CONTRACT.md, "The
+forge writes"): a draft merge request for a branch, never two for one source branch, and a note on it.
+
+A project is named by its numeric id or its path ("group/subgroup/name"), which goes URL-encoded as one path
+segment (`projects/group%2Fname`), as GitLab's API asks. A merge request is written in three calls: `GET
+/projects/{id}` for its `default_branch`; `GET /projects/{id}/merge_requests?source_branch=&state=opened`, whose
+first open one is returned as it is (`created=False`); else `POST /projects/{id}/merge_requests {source_branch,
+target_branch, title, description}`. GitLab's create call has no draft attribute: a draft is asked for, as its docs
+say, by a `Draft: ` prefix on the title (the merge request then answers `"draft": true`). A 409 to that POST
+(another open merge request has this source branch) is read as "it exists": the open one is read again and
+returned. A note is `POST /projects/{id}/merge_requests/{iid}/notes {body}`; GitLab's answer has no URL, so its
+address is the merge request's `web_url` + `#note_{id}`, as GitLab's pages link a note.
 
 A hook is named by its API path, `projects/{id}/hooks/{hook_id}`. Its events (`GET {hook}/events`, GitLab keeps
 seven days) are filtered by `status` (`server_failure`: 5xx or no answer; `client_failure`: 4xx), paged by `page`
@@ -24,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -36,6 +47,10 @@ PER_PAGE = 100
 # GitLab's limit on resends: five a minute for each hook and user.
 RESENDS_PER_WINDOW = 5
 RESEND_WINDOW = 60.0
+# A project as an envelope's `subject.repo` names it: its path ("group/sub/name") or its numeric id.
+PROJECT = re.compile(r"^(?:[0-9]{1,19}|[A-Za-z0-9_.-]{1,255}(?:/[A-Za-z0-9_.-]{1,255}){1,20})$")
+# The title prefixes GitLab reads as "draft"; the first is the one the forge writes add.
+DRAFT_PREFIXES = ("Draft:", "[Draft]", "(Draft)")
 # A hook's API path, as SVC_GITLAB_HOOKS names it.
 HOOK_PATH = re.compile(r"^projects/[0-9]{1,19}/hooks/[0-9]{1,19}$")
 SERVER_FAILURE = "server_failure"
@@ -57,6 +72,16 @@ class HookEvent:
     def guid(self) -> str | None:
         """What names the event across its attempts: its Idempotency-Key, else its Event-UUID."""
         return self.idempotency_key or self.event_uuid
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    """A merge request the forge writes made or found: `created` is False when an open one for that source branch
+    existed already and is returned instead (never two for one branch)."""
+
+    iid: int
+    web_url: str
+    created: bool
 
 
 @dataclass
@@ -152,6 +177,71 @@ class GitLab:
                     raise
                 self.sleep(min(exc.retry_after if exc.retry_after is not None else RESEND_WINDOW, RESEND_WINDOW))
 
+    # -- the forge writes ------------------------------------------------------------------------------
+
+    def default_branch(self, project: str) -> str:
+        """The project's default branch, where a merge request goes (`GET /projects/{id}`)."""
+        found = _json(self._call("GET", f"projects/{project_id(project)}"), f"project {project}")
+        branch = found.get("default_branch") if isinstance(found, dict) else None
+        if not isinstance(branch, str) or not branch:
+            raise TransportError(f"{TARGET}'s project {project} has no default branch (empty?)", permanent=True)
+        return branch
+
+    def open_merge_request(self, project: str, branch: str) -> MergeRequest | None:
+        """The first open merge request whose source branch is `branch`, or None."""
+        response = self._call(
+            "GET",
+            f"projects/{project_id(project)}/merge_requests",
+            params={"source_branch": branch, "state": "opened", "per_page": PER_PAGE},
+        )
+        listed = _json(response, f"merge requests of {project}")
+        if not isinstance(listed, list):
+            raise TransportError(f"{TARGET}'s merge requests of {project} are not a list", permanent=True)
+        for record in listed:
+            if isinstance(record, dict) and record.get("source_branch") == branch and record.get("state") == "opened":
+                return _merge_request(record, created=False)
+        return None
+
+    def draft_merge_request(
+        self, project: str, *, branch: str, title: str, body: str, draft: bool = True
+    ) -> MergeRequest:
+        """The open merge request of `branch` into the default branch of `project`: the one already open for that
+        source branch (`created=False`), else a new one with this title (prefixed `Draft: ` unless `draft` is False
+        or the title says so already) and `body` as its description. Raises `TransportError`."""
+        ident = project_id(project)
+        target = self.default_branch(project)
+        existing = self.open_merge_request(project, branch)
+        if existing is not None:
+            return existing
+        sent_title = draft_title(title) if draft else title
+        payload = {"source_branch": branch, "target_branch": target, "title": sent_title, "description": body}
+        try:
+            response = self._call("POST", f"projects/{ident}/merge_requests", json=payload)
+        except TransportError as exc:
+            if exc.status != 409:
+                raise
+            existing = self.open_merge_request(project, branch)
+            if existing is None:
+                raise
+            return existing
+        return _merge_request(_json(response, f"new merge request of {project}"), created=True)
+
+    def note(self, project: str, iid: int, body: str) -> str:
+        """A note (a comment) `body` on merge request `iid` of `project`; its address on GitLab's pages."""
+        ident, number = project_id(project), int(iid)
+        found = _json(self._call("GET", f"projects/{ident}/merge_requests/{number}"), f"merge request !{number}")
+        web_url = found.get("web_url") if isinstance(found, dict) else None
+        if not isinstance(web_url, str) or not web_url.startswith(("https://", "http://")):
+            raise TransportError(f"{TARGET}'s merge request !{number} of {project} has no web_url", permanent=True)
+        written = _json(
+            self._call("POST", f"projects/{ident}/merge_requests/{number}/notes", json={"body": body}),
+            f"note on !{number}",
+        )
+        note_id = written.get("id") if isinstance(written, dict) else None
+        if not isinstance(note_id, int) or isinstance(note_id, bool):
+            raise TransportError(f"{TARGET}'s note on !{number} of {project} has no id", permanent=True)
+        return f"{web_url}#note_{note_id}"
+
     def _wait_for_room(self, hook: str) -> None:
         with self._lock:
             sent = self._resent.setdefault(hook, deque(maxlen=RESENDS_PER_WINDOW))
@@ -182,10 +272,54 @@ def error_for(response: requests.Response) -> TransportError | None:
     status = response.status_code
     detail = ""
     if status == 404:
-        detail = " (no such project, hook or event, or the token may not see it)"
-    elif status in (400, 422):
-        detail = " (the request was refused)"
+        detail = " (no such project, hook, event or merge request, or the token may not see it)"
+    elif status in (400, 409, 422):
+        said = _said(response)
+        detail = f" (the request was refused: {said})" if said else " (the request was refused)"
     return transport.error_for(response, TARGET, detail=detail)
+
+
+def project_id(project: str | int) -> str:
+    """The project as one segment of an API path: a numeric id as it is, a path URL-encoded ("group%2Fname")."""
+    text = str(project) if isinstance(project, int) and not isinstance(project, bool) else project
+    if not isinstance(text, str) or PROJECT.match(text) is None or any(p in (".", "..") for p in text.split("/")):
+        raise TransportError(f"{str(project)!r:.120} is not a GitLab project (a path or an id)", permanent=True)
+    return quote(text, safe="")
+
+
+def draft_title(title: str) -> str:
+    """`title` as GitLab reads a draft's: with the `Draft: ` prefix, unless it has one of GitLab's already."""
+    stripped = title.lstrip()
+    if stripped.lower().startswith(tuple(p.lower() for p in DRAFT_PREFIXES)):
+        return title
+    return f"Draft: {title}"
+
+
+def _merge_request(record: Any, *, created: bool) -> MergeRequest:
+    iid = record.get("iid") if isinstance(record, dict) else None
+    url = record.get("web_url") if isinstance(record, dict) else None
+    if not isinstance(iid, int) or isinstance(iid, bool) or iid < 1:
+        raise TransportError(f"{TARGET}'s merge request answer has no iid", permanent=True)
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise TransportError(f"{TARGET}'s merge request !{iid} has no web_url", permanent=True)
+    return MergeRequest(iid=iid, web_url=url, created=created)
+
+
+def _said(response: requests.Response) -> str:
+    """GitLab's own words in a refusal (`message`, a string, a list or a field -> list map; or `error`), short and
+    printable: they name the request's fields, never its headers."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return ""
+    said = answer.get("message", answer.get("error")) if isinstance(answer, dict) else None
+    if isinstance(said, dict):
+        said = "; ".join(f"{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in said.items())
+    elif isinstance(said, list):
+        said = "; ".join(map(str, said))
+    if not isinstance(said, str):
+        return ""
+    return "".join(c for c in said if c.isprintable())[:300]
 
 
 def _json(response: requests.Response, what: str) -> Any:

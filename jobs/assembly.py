@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND
+from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND, Board
 from domain.chat import KIND as CHAT_KIND
 from domain.clock import Clock
 from domain.config import Config
+from domain.dispatch.forge import ForgeWrites
+from domain.dispatch.jobs import FORGE_WRITE_KIND, REAP_BATCH, Dispatch
 from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
 from domain.ops.digest import DIGEST_AGENT
 from domain.ops.pulse import PULSE_AGENT
@@ -13,15 +15,22 @@ from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
 from domain.ops.reconciler import Reconciler
 from domain.ops.steward import RECLAIM_AGENT
 from domain.outage import DatabaseOutage
-from domain.router.board_events import ROUTE_KIND
+from domain.router import scorecard
+from domain.router.board_events import ROUTE_KIND, queue_for_router
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
 from domain.router.reconciliation import TrackerCatchUp
 from domain.router.shadow import ShadowRouter
 from jobs.chat_delivery import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
+from jobs.forge_writes import ForgeWrite
 from jobs.handlers import RouteQueuedEvent, SlotRelease, TrackerClose
-from jobs.process import Job, JobsProcess
+from jobs.process import Job, JobsProcess, Worker
+from storage.db import connection
+
+# How often the lease reaper looks for running jobs whose lease ran out: a job is back in the queue (or failed)
+# within this many seconds of its lease's end, well within the contract's 10.
+REAP_SECONDS = 2.0
 
 
 def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None) -> dict[str, Job]:
@@ -58,14 +67,34 @@ def outbox_handlers(
     """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
     ops = ops or OpsAgents(config, clock)
     release, close = SlotRelease(ops.steward, clock), TrackerClose(config, clock)
+    forge = ForgeWrite(config, clock, ForgeWrites(config, clock, board(config, clock)))
     handlers: dict[str, Handler] = {
         CHAT_KIND: ChatDelivery(config, clock),
         # The board's own events, queued by the stage listener, are routed here.
         ROUTE_KIND: RouteQueuedEvent(ShadowRouter(config, clock)),
         SLOT_RELEASE_KIND: release,
         TRACKER_CLOSE_KIND: close,
+        # A job's accepted output with changes: its draft pull request and comment (`jobs/forge_writes.py`).
+        FORGE_WRITE_KIND: forge,
     }
-    return handlers, {SLOT_RELEASE_KIND: release.record, TRACKER_CLOSE_KIND: close.record}
+    recorders = {SLOT_RELEASE_KIND: release.record, TRACKER_CLOSE_KIND: close.record, FORGE_WRITE_KIND: forge.record}
+    return handlers, recorders
+
+
+def board(config: Config, clock: Clock) -> Board:
+    """The board as the API builds it: the router hears its stage changes, the scorecard its slot claims."""
+    return Board(config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,))
+
+
+def lease_reaper(config: Config, clock: Clock) -> Worker:
+    """The worker that puts back (or fails) the dispatch jobs whose lease ran out (`Dispatch.reap`)."""
+    dispatch = Dispatch(config, clock, board(config, clock))
+
+    def step() -> bool:
+        with connection():
+            return dispatch.reap() >= REAP_BATCH  # a full batch: more may be waiting
+
+    return Worker("lease reaper", step, REAP_SECONDS)
 
 
 def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) -> JobsProcess:
@@ -77,4 +106,11 @@ def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) 
     handlers, recorders = outbox_handlers(config, clock, ops=ops)
     deliverer = OutboxDeliverer(handlers, clock, recorders=recorders)
     jobs = scheduled_jobs(config, clock, ops=ops)
-    return JobsProcess(clock, jobs, schedule_clock=schedule_clock, deliverer=deliverer, outage=outage)
+    return JobsProcess(
+        clock,
+        jobs,
+        schedule_clock=schedule_clock,
+        deliverer=deliverer,
+        outage=outage,
+        periodic=[lease_reaper(config, clock)],
+    )

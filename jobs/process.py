@@ -96,6 +96,7 @@ class JobsProcess:
         owner: str | None = None,
         lanes: Mapping[str, Iterable[str]] | None = None,
         outage: DatabaseOutage | None = None,
+        periodic: Iterable[Worker] = (),
     ):
         self.clock = clock
         # The clock the schedules are read against: `clock` itself, unless a schedule is being rehearsed
@@ -112,6 +113,8 @@ class JobsProcess:
         self.lanes = {name: tuple(kinds) for name, kinds in lanes.items()}
         # One line when the database goes away and one when it is back, not a traceback per worker step.
         self.outage = outage or DatabaseOutage()
+        # Work done every few seconds, each on its own worker (the lease reaper of the dispatch jobs).
+        self.periodic = list(periodic)
         self.stopping = threading.Event()
 
     # -- one step at a time, testable with an injected clock ----------------------------------------------
@@ -191,13 +194,14 @@ class JobsProcess:
     # -- the workers --------------------------------------------------------------------------------------
 
     def workers(self) -> list[Worker]:
-        """One worker per scheduled agent and one per outbox lane (the heartbeat has its own thread)."""
+        """One worker per scheduled agent, one per outbox lane and one per periodic step (the heartbeat has its own
+        thread)."""
         found = [Worker(f"agent {agent_id}", self._agent_step(agent_id), TICK_SECONDS) for agent_id in self.schedules]
         found += [
             Worker(f"outbox {name}", lambda k=kinds: self.drain(k) >= DRAIN_BATCH, DRAIN_SECONDS)
             for name, kinds in self.lanes.items()
         ]
-        return found
+        return found + self.periodic
 
     def _agent_step(self, agent_id: str) -> Callable[[], bool]:
         def step() -> bool:

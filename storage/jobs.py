@@ -83,6 +83,26 @@ def swap(job_id: int, *, expected_state: str, changes: dict[str, Any], worker: s
     return statements.update(DispatchJob, changes, where) == 1
 
 
+def set_forge(
+    job_id: int, *, pull_request: str | None = None, comment: str | None = None, error: str | None = None
+) -> bool:
+    """Record what was written to the forge for the job. The pull request only once (`UPDATE ... WHERE
+    forge_pull_request IS NULL`): False when it was recorded already."""
+    if pull_request is not None:
+        touched = (
+            DispatchJob.update(forge_pull_request=pull_request, forge_error=None)
+            .where((DispatchJob.id == job_id) & DispatchJob.forge_pull_request.is_null())
+            .execute()
+        )
+        return touched == 1
+    changes: dict[str, Any] = {}
+    if comment is not None:
+        changes["forge_comment"] = comment
+    if error is not None:
+        changes["forge_error"] = error
+    return statements.update(DispatchJob, changes, {"id": job_id}) == 1 if changes else False
+
+
 def lease_ran_out(now: datetime, *, limit: int) -> list[Any]:
     """Running jobs whose lease ended before `now`, the longest expired first."""
     return statements.rows(

@@ -10,13 +10,13 @@ import re
 import threading
 
 import pytest
+from dispatch_kit import make_job
 
 from api.auth import CHECKS_ADMITTED, RECHECK_SECONDS, REMEMBER_SECONDS, FailedCredentials, PeopleCredentials
 from api.operations import changes_something
 from domain.accounts import CONCURRENT_CHECKS
 
 from conftest import BASIC, CI_SECRET
-from dispatch_kit import make_job
 from events_kit import example
 from processes import wait_until
 from testclient import ApiClient

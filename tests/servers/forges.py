@@ -18,6 +18,28 @@ GitLab its body with `X-Gitlab-Token`, the same `Idempotency-Key` and `X-Gitlab-
 
 Both can script their next answers (`answer_next`), hold every answer (`hold`, a slow sender), and put a malformed
 record on a page (`malformed`).
+
+The forge writes (CONTRACT.md, "The forge writes"), answered in the shapes GitHub's and GitLab's REST docs publish,
+and kept so that a test can count what was written:
+- `FakeGitHub`: `add_repo("acme/portfolio", default_branch="main")`, then `GET /repos/{o}/{r}` (`default_branch`),
+  `GET /repos/{o}/{r}/pulls?head={o}:{branch}&state=open` (newest first), `POST /repos/{o}/{r}/pulls` → 201 (422
+  "A pull request already exists for {o}:{branch}." when one is open for that head, as GitHub answers), `POST
+  /repos/{o}/{r}/issues/{n}/comments` → 201. `fake.pull_requests(repo, head=branch)` lists what is there (open and
+  closed), `fake.comments` every comment; `close_pull(repo, number)` closes one. A write call without `Accept:
+  application/vnd.github+json` or `X-GitHub-Api-Version: 2022-11-28` is answered 400 and noted in `header_faults`.
+- `FakeGitLab`: `add_project("group/name", id=15, default_branch="main")`, then under `/api/v4`: `GET
+  /projects/{id}` (the numeric id, or the path URL-encoded as one segment: `group%2Fname`; an unencoded path is
+  404, as on GitLab), `GET /projects/{id}/merge_requests?source_branch=&state=opened`, `POST
+  /projects/{id}/merge_requests` → 201 (409 "Another open merge request already exists for this source branch: !N"),
+  `GET /projects/{id}/merge_requests/{iid}`, `POST .../merge_requests/{iid}/notes` → 201. A merge request is a
+  draft when its title starts with `Draft:`, `[Draft]` or `(Draft)`, as GitLab reads it. `fake.merge_requests(project,
+  source_branch=branch)` and `fake.notes` show what was written.
+- Failures, both: `fail(status, times=1)` answers the next `times` matching calls with `status` (a body shaped like
+  the forge's own error), or every matching call for `seconds`; `retry_after=` adds `Retry-After`; `method=` and
+  `path=` (a substring of the request's path) narrow what it matches. `fail(500, times=2)`, `fail(429,
+  retry_after=1)`, `fail(401)`. `answer_when(status, body, method=, path=)` answers any scripted body so (for a race:
+  an empty listing although a pull request is open). Every call is kept in `calls` (`method`, `path`, `headers`,
+  `json`: the parsed body or None).
 """
 
 from __future__ import annotations
@@ -31,9 +53,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 GITHUB_TOKEN = "ghp_test_0123456789abcdefghijklmnopqrstuvwxyz"
 GITLAB_TOKEN = "glpat-test-0123456789abcdefghij"
@@ -70,6 +93,26 @@ class Sent:
 
 
 @dataclass
+class Scripted:
+    """An answer given instead of the route's, to the calls it matches: `times` of them, or all until `until`."""
+
+    status: int
+    body: Any
+    headers: dict[str, str]
+    method: str | None
+    path: str | None
+    times: int | None
+    until: float | None
+
+    def matches(self, method: str, path: str, now: float) -> bool:
+        if self.method is not None and self.method != method:
+            return False
+        if self.path is not None and self.path not in path:
+            return False
+        return self.until is None or now < self.until
+
+
+@dataclass
 class Hook:
     log: list[dict[str, Any]] = field(default_factory=list)  # oldest first
     sent: dict[str, Sent] = field(default_factory=dict)  # by guid / Idempotency-Key
@@ -86,6 +129,8 @@ class _FakeForge:
         self.forbidden: set[str] = set()  # hooks the token may not read
         self.calls: list[dict[str, Any]] = []
         self.script: deque[tuple[int, dict[str, str], bytes]] = deque()
+        self.scripted: list[Scripted] = []
+        self.monotonic: Callable[[], float] = time.monotonic
         self.malformed: dict[str, dict[str, Any] | str] = {}  # hook -> a record put first on its first page
         self.bad_cursor = False  # the next-page links carry a cursor the API itself then refuses
         self.hold = threading.Event()
@@ -140,17 +185,69 @@ class _FakeForge:
 
     def answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], bytes]:
         with self.lock:
-            self.calls.append({"method": method, "path": path, "headers": headers})
+            self.calls.append({"method": method, "path": path, "headers": headers, "json": _parsed(raw)})
             if self.script:
                 return self.script.popleft()
+            now = self.monotonic()
+            for scripted in self.scripted:
+                if scripted.matches(method, path, now):
+                    if scripted.times is not None:
+                        scripted.times -= 1
+                        if scripted.times <= 0:
+                            self.scripted.remove(scripted)
+                    return self._json(scripted.status, scripted.body, scripted.headers)
+            self.scripted = [s for s in self.scripted if s.until is None or now < s.until]
         return self.route(method, path, headers, raw)
+
+    def answer_when(
+        self,
+        status: int,
+        body: Any,
+        *,
+        times: int | None = 1,
+        seconds: float | None = None,
+        method: str | None = None,
+        path: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Answer the next `times` calls that match `method` and `path` (a substring), or all of them for `seconds`,
+        with `status` and `body` instead of what the fake would answer."""
+        until = self.monotonic() + seconds if seconds is not None else None
+        with self.lock:
+            self.scripted.append(
+                Scripted(status, body, dict(headers or {}), method, path, None if seconds is not None else times, until)
+            )
+
+    def fail(
+        self,
+        status: int,
+        *,
+        times: int = 1,
+        seconds: float | None = None,
+        retry_after: float | None = None,
+        method: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        """Fail the next `times` matching calls (or every one for `seconds`) with `status`, its body the forge's own
+        words for it; `retry_after` adds the header (429, 503)."""
+        headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+        self.answer_when(
+            status, self.error_body(status), times=times, seconds=seconds, method=method, path=path, headers=headers
+        )
+
+    def error_body(self, status: int) -> Any:
+        return {"message": f"{status} {HTTPStatus(status).phrase}"}
+
+    def written(self) -> list[dict[str, Any]]:
+        """Every write call (POST) the fake got, in order, with its parsed body: what reached the forge."""
+        return [c for c in self.calls if c["method"] == "POST"]
 
     def _json(self, status: int, body: Any, headers: dict[str, str] | None = None):
         return status, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, json.dumps(body).encode()
 
     def asked_again(self) -> list[str]:
         """The paths of every request that asked for a delivery again, in order."""
-        return [c["path"] for c in self.calls if c["method"] == "POST"]
+        return [c["path"] for c in self.calls if c["method"] == "POST" and c["path"].endswith(("/attempts", "/resend"))]
 
     def __enter__(self):
         self.thread.start()
@@ -165,6 +262,41 @@ class _FakeForge:
 class FakeGitHub(_FakeForge):
     def __init__(self, receiver: Receiver | None = None, *, token: str = GITHUB_TOKEN, clock=None):
         super().__init__(token, receiver, clock=clock)
+        self.repos: dict[str, dict[str, Any]] = {}
+        self.pulls: dict[str, list[dict[str, Any]]] = {}  # repo -> its pull requests, oldest first
+        self.comments: list[dict[str, Any]] = []  # every comment written, each with its "repo" and "number"
+        self.header_faults: list[str] = []
+        self.numbers: dict[str, itertools.count] = {}
+
+    def add_repo(self, repo: str, *, default_branch: str = "main") -> FakeGitHub:
+        """A repository the token may write to ("owner/name")."""
+        with self.lock:
+            self.repos[repo] = {"id": next(self.ids), "default_branch": default_branch}
+            self.pulls.setdefault(repo, [])
+            self.numbers.setdefault(repo, itertools.count(1))
+        return self
+
+    def pull_requests(self, repo: str, *, head: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
+        """The pull requests of `repo` (of branch `head`, in `state`), oldest first."""
+        with self.lock:
+            return [
+                p
+                for p in self.pulls.get(repo, [])
+                if (head is None or p["head"]["ref"] == head) and (state is None or p["state"] == state)
+            ]
+
+    def close_pull(self, repo: str, number: int) -> None:
+        with self.lock:
+            for pull in self.pulls[repo]:
+                if pull["number"] == number:
+                    pull["state"], pull["closed_at"] = "closed", _stamp(self.clock())
+
+    def error_body(self, status: int) -> Any:
+        words = {401: "Bad credentials", 403: "Resource not accessible by personal access token", 404: "Not Found"}
+        body: dict[str, Any] = {"message": words.get(status, HTTPStatus(status).phrase)}
+        if status == 422:
+            body = {"message": "Validation Failed", "errors": [{"resource": "PullRequest", "code": "invalid"}]}
+        return {**body, "documentation_url": "https://docs.github.com/rest", "status": str(status)}
 
     @property
     def url(self) -> str:
@@ -203,12 +335,136 @@ class FakeGitHub(_FakeForge):
         if headers.get("Authorization") != f"Bearer {self.token}":
             return self._json(401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
         route = parts.path.strip("/")
+        segments = route.split("/")
+        if segments[0] == "repos" and len(segments) >= 3 and "hooks" not in segments:
+            return self._write(method, segments, parse_qs(parts.query), headers, raw)
         if method == "GET" and route.endswith("/deliveries"):
             return self._list(route.removesuffix("/deliveries"), parse_qs(parts.query))
         if method == "POST" and route.endswith("/attempts"):
             hook, _, rest = route.rpartition("/deliveries/")
             return self._redeliver(hook, rest.removesuffix("/attempts"))
         return self._json(404, {"message": "Not Found"})
+
+    # -- the forge writes: repositories, pull requests, comments ----------------------------------------
+
+    def _write(self, method: str, segments: list[str], query: dict[str, list[str]], headers: dict[str, str], raw):
+        for name, wanted in (("Accept", "application/vnd.github+json"), ("X-GitHub-Api-Version", "2022-11-28")):
+            if headers.get(name) != wanted:
+                self.header_faults.append(f"{method} /{'/'.join(segments)}: {name}={headers.get(name)!r}")
+                return self._json(400, {"message": f"fake GitHub: {name} must be {wanted}"})
+        repo = "/".join(segments[1:3])
+        if repo not in self.repos:
+            return self._json(404, self.error_body(404))
+        if repo in self.forbidden and method == "POST":
+            return self._json(403, self.error_body(403))
+        rest = segments[3:]
+        if method == "GET" and rest == []:
+            return self._json(200, self._repository(repo))
+        if rest == ["pulls"] and method == "GET":
+            return self._list_pulls(repo, query)
+        if rest == ["pulls"] and method == "POST":
+            return self._create_pull(repo, _parsed(raw))
+        if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments" and method == "POST":
+            return self._comment(repo, rest[1], _parsed(raw))
+        return self._json(404, self.error_body(404))
+
+    def _repository(self, repo: str) -> dict[str, Any]:
+        owner, name = repo.split("/")
+        return {
+            "id": self.repos[repo]["id"],
+            "node_id": f"R_{self.repos[repo]['id']}",
+            "name": name,
+            "full_name": repo,
+            "private": True,
+            "owner": {"login": owner, "id": 1, "type": "Organization"},
+            "html_url": f"https://github.com/{repo}",
+            "url": f"{self.base}/repos/{repo}",
+            "default_branch": self.repos[repo]["default_branch"],
+            "visibility": "private",
+        }
+
+    def _list_pulls(self, repo: str, query: dict[str, list[str]]):
+        state = (query.get("state") or ["open"])[0]
+        head = (query.get("head") or [None])[0]
+        with self.lock:
+            pulls = [
+                p
+                for p in reversed(self.pulls[repo])
+                if (state == "all" or p["state"] == state) and (head is None or p["head"]["label"] == head)
+            ]
+        return self._json(200, pulls)
+
+    def _create_pull(self, repo: str, body: Any):
+        if not isinstance(body, dict):
+            return self._json(400, {"message": "Problems parsing JSON"})
+        missing = [f for f in ("title", "head", "base") if not isinstance(body.get(f), str) or not body[f]]
+        if missing:
+            errors = [{"resource": "PullRequest", "field": f, "code": "missing_field"} for f in missing]
+            return self._json(422, {"message": "Validation Failed", "errors": errors})
+        owner = repo.split("/")[0]
+        head, base = body["head"], body["base"]
+        if base != self.repos[repo]["default_branch"]:
+            errors = [{"resource": "PullRequest", "field": "base", "code": "invalid"}]
+            return self._json(422, {"message": "Validation Failed", "errors": errors})
+        with self.lock:
+            if self.pull_requests(repo, head=head, state="open"):
+                error = {"resource": "PullRequest", "code": "custom"}
+                error["message"] = f"A pull request already exists for {owner}:{head}."
+                return self._json(422, {"message": "Validation Failed", "errors": [error]})
+            number = next(self.numbers[repo])
+            stamp = _stamp(self.clock())
+            sha = uuid.uuid4().hex + uuid.uuid4().hex[:8]
+            pull = {
+                "url": f"{self.base}/repos/{repo}/pulls/{number}",
+                "id": next(self.ids),
+                "node_id": f"PR_{number}",
+                "html_url": f"https://github.com/{repo}/pull/{number}",
+                "issue_url": f"{self.base}/repos/{repo}/issues/{number}",
+                "comments_url": f"{self.base}/repos/{repo}/issues/{number}/comments",
+                "number": number,
+                "state": "open",
+                "locked": False,
+                "title": body["title"],
+                "body": body.get("body"),
+                "user": {"login": "svc-bot", "id": 7, "type": "Bot"},
+                "draft": body.get("draft") is True,
+                "head": {"label": f"{owner}:{head}", "ref": head, "sha": sha, "repo": self._repository(repo)},
+                "base": {"label": f"{owner}:{base}", "ref": base, "sha": sha[::-1], "repo": self._repository(repo)},
+                "created_at": stamp,
+                "updated_at": stamp,
+                "closed_at": None,
+                "merged_at": None,
+                "merge_commit_sha": None,
+                "author_association": "NONE",
+            }
+            self.pulls[repo].append(pull)
+        return self._json(201, pull, {"Location": pull["url"]})
+
+    def _comment(self, repo: str, number: str, body: Any):
+        with self.lock:
+            if not number.isdigit() or not any(p["number"] == int(number) for p in self.pulls[repo]):
+                return self._json(404, self.error_body(404))
+        if not isinstance(body, dict) or not isinstance(body.get("body"), str) or not body["body"]:
+            errors = [{"resource": "IssueComment", "field": "body", "code": "missing_field"}]
+            return self._json(422, {"message": "Validation Failed", "errors": errors})
+        ident, stamp = next(self.ids), _stamp(self.clock())
+        comment = {
+            "id": ident,
+            "node_id": f"IC_{ident}",
+            "url": f"{self.base}/repos/{repo}/issues/comments/{ident}",
+            "html_url": f"https://github.com/{repo}/pull/{number}#issuecomment-{ident}",
+            "body": body["body"],
+            "user": {"login": "svc-bot", "id": 7, "type": "Bot"},
+            "created_at": stamp,
+            "updated_at": stamp,
+            "issue_url": f"{self.base}/repos/{repo}/issues/{number}",
+            "author_association": "NONE",
+        }
+        with self.lock:
+            self.comments.append({**comment, "repo": repo, "number": int(number)})
+        return self._json(201, comment)
+
+    # -- webhook deliveries -------------------------------------------------------------------------------
 
     def _refusal(self, hook: str):
         if hook not in self.hooks:
@@ -265,6 +521,36 @@ class FakeGitLab(_FakeForge):
         super().__init__(token, receiver, clock=clock)
         self.monotonic = monotonic
         self.resends: dict[str, deque[float]] = {}
+        self.projects: dict[str, dict[str, Any]] = {}  # path -> {"id", "default_branch"}
+        self.mrs: dict[str, list[dict[str, Any]]] = {}  # path -> its merge requests, oldest first
+        self.notes: list[dict[str, Any]] = []  # every note written, each with its "project" (path) and "iid"
+
+    def add_project(self, path: str, *, id: int | None = None, default_branch: str | None = "main") -> FakeGitLab:
+        """A project the token may write to, reachable by its numeric id or its URL-encoded path."""
+        with self.lock:
+            self.projects[path] = {
+                "id": id or next(self.ids),
+                "default_branch": default_branch,
+                "iids": itertools.count(1),
+            }
+            self.mrs.setdefault(path, [])
+        return self
+
+    def merge_requests(
+        self, project: str, *, source_branch: str | None = None, state: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The merge requests of `project` (its path), oldest first."""
+        with self.lock:
+            return [
+                m
+                for m in self.mrs.get(project, [])
+                if (source_branch is None or m["source_branch"] == source_branch)
+                and (state is None or m["state"] == state)
+            ]
+
+    def error_body(self, status: int) -> Any:
+        words = {401: "401 Unauthorized", 403: "403 Forbidden", 404: "404 Not found", 409: "409 Conflict"}
+        return {"message": words.get(status, f"{status} {HTTPStatus(status).phrase}")}
 
     @property
     def url(self) -> str:
@@ -305,12 +591,148 @@ class FakeGitLab(_FakeForge):
         if headers.get("PRIVATE-TOKEN") != self.token:
             return self._json(401, {"message": "401 Unauthorized"})
         route = parts.path.strip("/").removeprefix("api/v4/")
+        segments = route.split("/")  # split before decoding: an encoded path ("group%2Fname") is one segment
+        if segments[0] == "projects" and len(segments) >= 2 and (len(segments) == 2 or segments[2] == "merge_requests"):
+            return self._write(method, [unquote(s) for s in segments], parse_qs(parts.query), headers, raw)
         if method == "GET" and route.endswith("/events"):
             return self._list(route.removesuffix("/events"), parse_qs(parts.query))
         if method == "POST" and route.endswith("/resend"):
             hook, _, rest = route.rpartition("/events/")
             return self._resend(hook, rest.removesuffix("/resend"))
         return self._json(404, {"message": "404 Not found"})
+
+    # -- the forge writes: projects, merge requests, notes -------------------------------------------------
+
+    def _project(self, ident: str) -> str | None:
+        for path, project in self.projects.items():
+            if ident == path or ident == str(project["id"]):
+                return path
+        return None
+
+    def _write(self, method: str, segments: list[str], query: dict[str, list[str]], headers: dict[str, str], raw):
+        path = self._project(segments[1])
+        if path is None:
+            return self._json(404, {"message": "404 Project Not Found"})
+        if path in self.forbidden and method == "POST":
+            return self._json(403, self.error_body(403))
+        rest, body = segments[2:], _parsed(raw, form=headers.get("Content-Type", "").startswith("application/x-www"))
+        if method == "GET" and rest == []:
+            return self._json(200, self._project_record(path))
+        if rest == ["merge_requests"] and method == "GET":
+            return self._list_mrs(path, query)
+        if rest == ["merge_requests"] and method == "POST":
+            return self._create_mr(path, body)
+        mr = self._mr(path, rest[1]) if len(rest) >= 2 else None
+        if mr is None:
+            return self._json(404, {"message": "404 Not found"})
+        if len(rest) == 2 and method == "GET":
+            return self._json(200, mr)
+        if len(rest) == 3 and rest[2] == "notes" and method == "POST":
+            return self._note(path, mr, body)
+        return self._json(404, {"message": "404 Not found"})
+
+    def _project_record(self, path: str) -> dict[str, Any]:
+        project = self.projects[path]
+        return {
+            "id": project["id"],
+            "name": path.rsplit("/", 1)[-1],
+            "path": path.rsplit("/", 1)[-1],
+            "path_with_namespace": path,
+            "default_branch": project["default_branch"],
+            "visibility": "private",
+            "web_url": f"https://gitlab.example/{path}",
+            "http_url_to_repo": f"https://gitlab.example/{path}.git",
+        }
+
+    def _mr(self, path: str, iid: str) -> dict[str, Any] | None:
+        with self.lock:
+            return next((m for m in self.mrs[path] if str(m["iid"]) == iid), None)
+
+    def _list_mrs(self, path: str, query: dict[str, list[str]]):
+        state = (query.get("state") or ["all"])[0]
+        source = (query.get("source_branch") or [None])[0]
+        with self.lock:
+            found = [
+                m
+                for m in reversed(self.mrs[path])
+                if (state == "all" or m["state"] == state) and (source is None or m["source_branch"] == source)
+            ]
+        return self._json(200, found)
+
+    def _create_mr(self, path: str, body: Any):
+        body = body if isinstance(body, dict) else {}
+        for field_name in ("source_branch", "target_branch", "title"):
+            if not isinstance(body.get(field_name), str) or not body[field_name]:
+                return self._json(400, {"error": f"{field_name} is missing"})
+        source, target, title = body["source_branch"], body["target_branch"], body["title"]
+        with self.lock:
+            clash = [
+                m
+                for m in self.merge_requests(path, source_branch=source, state="opened")
+                if m["target_branch"] == target
+            ]
+            if clash:
+                message = f"Another open merge request already exists for this source branch: !{clash[0]['iid']}"
+                return self._json(409, {"message": [message]})
+            project = self.projects[path]
+            iid, stamp = next(project["iids"]), _stamp(self.clock())
+            draft = title.lower().startswith(("draft:", "[draft]", "(draft)"))
+            mr = {
+                "id": next(self.ids),
+                "iid": iid,
+                "project_id": project["id"],
+                "title": title,
+                "description": body.get("description"),
+                "state": "opened",
+                "created_at": stamp,
+                "updated_at": stamp,
+                "merged_by": None,
+                "merged_at": None,
+                "closed_at": None,
+                "target_branch": target,
+                "source_branch": source,
+                "author": {"id": 7, "username": "svc-bot", "name": "svc", "state": "active"},
+                "source_project_id": project["id"],
+                "target_project_id": project["id"],
+                "labels": [],
+                "draft": draft,
+                "work_in_progress": draft,
+                "merge_status": "checking",
+                "detailed_merge_status": "checking",
+                "sha": uuid.uuid4().hex + uuid.uuid4().hex[:8],
+                "references": {"short": f"!{iid}", "relative": f"!{iid}", "full": f"{path}!{iid}"},
+                "web_url": f"https://gitlab.example/{path}/-/merge_requests/{iid}",
+                "sent_draft_attribute": "draft" in body,
+            }
+            self.mrs[path].append(mr)
+        return self._json(201, {k: v for k, v in mr.items() if k != "sent_draft_attribute"})
+
+    def _note(self, path: str, mr: dict[str, Any], body: Any):
+        if not isinstance(body, dict) or not isinstance(body.get("body"), str) or not body["body"]:
+            return self._json(400, {"error": "body is missing"})
+        ident, stamp = next(self.ids), _stamp(self.clock())
+        note = {
+            "id": ident,
+            "type": None,
+            "body": body["body"],
+            "attachment": None,
+            "author": {"id": 7, "username": "svc-bot", "name": "svc", "state": "active"},
+            "created_at": stamp,
+            "updated_at": stamp,
+            "system": False,
+            "noteable_id": mr["id"],
+            "noteable_type": "MergeRequest",
+            "project_id": self.projects[path]["id"],
+            "noteable_iid": mr["iid"],
+            "resolvable": False,
+            "confidential": False,
+            "internal": False,
+        }
+        with self.lock:
+            self.notes.append({**note, "project": path, "iid": mr["iid"]})
+        return self._json(201, note)
+
+    # -- hook events -----------------------------------------------------------------------------------------
 
     def _refusal(self, hook: str):
         if hook not in self.hooks:
@@ -374,3 +796,15 @@ class FakeGitLab(_FakeForge):
         key = record["request_headers"].get("Idempotency-Key")
         status = self.deliver(hook, key)
         return self._json(201, {"response_status": status})
+
+
+def _parsed(raw: bytes, *, form: bool = False) -> Any:
+    """A request's body as the forge reads it: JSON (or a form, GitLab takes both); None when empty or unreadable."""
+    if not raw:
+        return None
+    try:
+        if form:
+            return {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
