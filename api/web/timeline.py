@@ -208,12 +208,13 @@ def _job_cancelled(data: dict[str, Any]) -> EntryView:
     return EntryView("Job cancelled", WARN, _facts(("why", data.get("reason"))))
 
 
-def _forge_written(data: dict[str, Any]) -> EntryView:
-    return EntryView("Pull request opened", OK, _facts(("stage", _move(data)), ("waiting on", data.get("waiting_on"))))
-
-
-def _forge_failed(data: dict[str, Any]) -> EntryView:
-    return EntryView("Forge write given up", BAD, _facts(("why", data.get("error") or data.get("reason"))))
+def _pull_request(data: dict[str, Any]) -> EntryView:
+    how = "opened" if data.get("created", True) else "found open"
+    return EntryView(
+        f"Draft pull request {how}",
+        OK,
+        _facts(("forge", data.get("forge")), ("stage", _move(data)), ("waiting on", data.get("waiting_on"))),
+    )
 
 
 KINDS: dict[str, Callable[[dict[str, Any]], EntryView]] = {
@@ -234,10 +235,8 @@ KINDS: dict[str, Callable[[dict[str, Any]], EntryView]] = {
     "job_failed": _job_failed,
     "job_requeued": _job_requeued,
     "job_cancelled": _job_cancelled,
-    # The jobs process's forge writes for a job (`jobs/forge_writes.py`).
-    "pull_request_opened": _forge_written,
-    "forge_written": _forge_written,
-    "forge_write_failed": _forge_failed,
+    # The jobs process's forge write for a job (`domain/dispatch/forge.py`): its pull request, now the ticket's link.
+    "pull_request": _pull_request,
 }
 # Links to the forge an entry's data may carry (a job's pull request and comment), in the order shown.
 FORGE_LINKS = (("pull_request", "pull request"), ("comment", "comment"))

@@ -136,7 +136,7 @@ def test_a_refused_output_says_why_and_that_nothing_reached_the_forge(api):
     assert "Cancel job" not in words  # a finished job offers no cancel
 
 
-def test_an_accepted_output_reads_as_words_and_then_what_the_forge_wrote(api):
+def test_an_accepted_output_reads_as_words_and_then_what_the_forge_wrote(api, config, clock):
     (job_id,) = live(api, "PORT-7")
     bay = worker(api)
     job = claim(bay).json["job"]
@@ -149,21 +149,47 @@ def test_an_accepted_output_reads_as_words_and_then_what_the_forge_wrote(api):
     assert "src/app.py" in words and "PORT-7: the change" in words and "What it does and why." in words
     assert "The change is ready for review." in words
     assert "the draft pull request and the comment are queued" in words
-    # What the jobs process writes back (its forge handler): the addresses, each a link.
-    from storage import jobs, statements
-    from storage.db import connection, transaction
-    from storage.models import DispatchJob
-
+    # What the jobs process then writes (`domain/dispatch/forge.py`): the pull request and the comment, each a link;
+    # the ticket's timeline says so, and its link is the pull request.
     pull = "https://github.com/acme/portfolio/pull/12"
-    with connection(), transaction():
-        statements.update(
-            DispatchJob, {"forge_pull_request": pull, "forge_comment": pull + "#issuecomment-1"}, {"id": job_id}
-        )
-        assert jobs.get(job_id).forge_pull_request == pull
+    forge_wrote(config, clock, job_id, pull)
     html = api.get(f"/jobs/{job_id}").text
     assert f'<a class="forge-link" href="{pull}" rel="noopener">{pull}</a>' in html
     assert f'href="{pull}#issuecomment-1"' in html
     assert "queued; the jobs process" not in html
+    ticket = api.get("/tickets/PORT-7").text
+    newest = re.search(r'<li class="entry tone-(\w+)" data-kind="(\w+)".*?</li>', ticket, re.S)
+    assert newest.group(1, 2) == ("ok", "pull_request")
+    assert "Draft pull request opened" in text_of(newest.group(0))
+    assert f'<a class="forge-link" href="{pull}" rel="noopener">{pull}</a>' in newest.group(0)
+    assert f'<a class="job-link" href="/jobs/{job_id}">job {job_id}</a>' in newest.group(0)
+    assert "Pull request" in text_of(re.search(r'<dl class="facts">.*?</dl>', ticket, re.S).group(0))
+
+
+def forge_wrote(config, clock, job_id: int, pull: str) -> None:
+    """What the jobs process records once the forge answered: the pull request (and its timeline entry), the comment."""
+    from domain.board import Board
+    from domain.dispatch.forge import ForgePlan, ForgeWrites
+    from storage.db import connection
+
+    plan = ForgePlan(
+        job_id=job_id,
+        ticket="PORT-7",
+        forge="github",
+        repo="acme/portfolio",
+        branch="svc/port-7-work",
+        title="PORT-7: the change",
+        body="What it does and why.",
+        draft=True,
+        comment="The change is ready for review.",
+        pull_request=None,
+        number=None,
+        commented=False,
+    )
+    writes = ForgeWrites(config, clock, Board(config, clock))
+    with connection():
+        writes.pull_request_written(plan, url=pull, created=True)
+        writes.comment_written(plan, url=pull + "#issuecomment-1")
 
 
 def test_an_unknown_job_is_a_page_saying_so(api):
