@@ -17,6 +17,7 @@ from typing import Any
 from storage import statements
 from storage.models import (
     AgentRun,
+    DispatchJob,
     Initiative,
     ReconciliationGap,
     RouterDecision,
@@ -88,6 +89,15 @@ PARTS: dict[str, tuple[str, ...]] = {
     "policy": _newest(RouterPolicyVersion),
     # The dispatch switch (one setting row): every page says when dispatch is paused.
     "dispatch": (f'(SELECT "updated_at" FROM {_table(Setting)} WHERE "key" = \'dispatch\')',),
+    # Dispatch jobs: a new one (queued with its decision), and each move between states (a claim, a result, a cancel,
+    # a lease put back: the queued and running counts, each a short range of the (state, id) index) or of a lease (a
+    # heartbeat: the newest lease, the last entry of the (state, leased_until) index). A job's own page adds the row.
+    "jobs": (
+        *_newest(DispatchJob),
+        f"""(SELECT COUNT(*) FROM {_table(DispatchJob)} WHERE "state" = 'queued')""",
+        f"""(SELECT COUNT(*) FROM {_table(DispatchJob)} WHERE "state" = 'running')""",
+        f"""(SELECT MAX("leased_until") FROM {_table(DispatchJob)} WHERE "state" = 'running')""",
+    ),
 }
 # What every page shows, whatever else it shows: its marks are in every page's tag.
 EVERY_PAGE = ("dispatch",)

@@ -151,3 +151,19 @@ def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None
     if job_id is not None:
         query = query.where(DispatchJob.id == job_id)
     return query.exists()
+
+
+# -- what the web board reads ------------------------------------------------------------------------------------
+
+
+def queued_oldest_first(*, limit: int) -> tuple[list[Any], int]:
+    """The queued jobs in the order claims take them (the oldest, by id, first), `limit` at most, and how many are
+    queued in all."""
+    shown = list(DispatchJob.select().where(DispatchJob.state == QUEUED).order_by(DispatchJob.id).limit(limit))
+    total = len(shown) if len(shown) < limit else DispatchJob.select().where(DispatchJob.state == QUEUED).count()
+    return shown, total
+
+
+def running() -> list[Any]:
+    """Every running job (at most the policy's fleet size, give or take a change of it), the oldest claim first."""
+    return list(DispatchJob.select().where(DispatchJob.state == RUNNING).order_by(DispatchJob.claimed_at))

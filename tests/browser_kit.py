@@ -124,3 +124,61 @@ def axe_violations(page) -> list[dict]:
         {"rule": v["id"], "impact": v["impact"], "help": v["help"], "where": [n["target"] for n in v["nodes"][:5]]}
         for v in results.response["violations"]
     ]
+
+
+WORKER, WORKER_PASSWORD = "bay-2", "worker-password-1"
+# The actor of the coder events below, on the live policy's allowlist.
+DISPATCHER = "linear:6d3a8c8e-3b1f-4b9e-a2c4-9f7d1e2b3c4d"
+
+
+def dispatch(base: str, *, running: str, queued: tuple[str, ...]) -> dict[str, int]:
+    """Live dispatch on the board at `base`: the coder rule made live (forced), a job queued for each ticket (new, in
+    `queued`, of the fixture's active initiative), and the first claimed by worker `bay-2` in its bay; each ticket's
+    job id."""
+    from domain import accounts
+    from domain.router.policy import FIRST_RULES
+    from storage import db as storage_db
+
+    with storage_db.connection():
+        accounts.add(WORKER, "worker", WORKER_PASSWORD)
+    rules = [{**rule, "mode": "live" if rule["name"] == "coder" else rule["mode"]} for rule in FIRST_RULES]
+    document = {"allowlist": [DISPATCHER], "retry_budget": 2, "fleet_size": 3, "rules": rules}
+    jobs = {}
+    with requests.Session() as api:
+        api.auth = (USER, PASSWORD)
+        tag = api.get(f"{base}/api/v1/router/policy", timeout=10).headers["ETag"]
+        api.put(
+            f"{base}/api/v1/router/policy",
+            json={"policy": document, "reason": "a browser test", "force": "the test says so"},
+            headers={"If-Match": tag},
+            timeout=10,
+        ).raise_for_status()
+        for key in (running, *queued):
+            api.post(
+                f"{base}/api/v1/tickets",
+                json={"key": key, "initiative_id": "port", "title": f"Ticket {key}", "stage": "queued"},
+                timeout=10,
+            ).raise_for_status()
+            event = {
+                "schema": "svc.normalized-event/v0",
+                "id": f"browser:{key}",
+                "occurred_at": "2026-11-20T10:00:00Z",
+                "source": "tracker",
+                "transition": {"kind": "state_changed", "from": "queued", "to": "execute"},
+                "subject": {"type": "ticket", "id": key, "initiative_id": "port"},
+                "actor": {"kind": "human", "id": DISPATCHER, "roles": []},
+                "dispatch_hints": {"eligible_for_worker": True, "blocked_reason": None, "suggested_role": None},
+            }
+            routed = requests.post(
+                f"{base}/api/v1/events", json=event, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=10
+            )
+            routed.raise_for_status()
+            decision = routed.json()["decision"]
+            assert decision["dispatched"], decision
+            jobs[key] = decision["job_id"]
+    claimed = requests.post(
+        f"{base}/api/v1/dispatch/claim", json={"bay": WORKER}, auth=(WORKER, WORKER_PASSWORD), timeout=10
+    )
+    assert claimed.status_code == 200, claimed.text
+    assert claimed.json()["job"]["id"] == jobs[running]
+    return jobs

@@ -1,6 +1,7 @@
 """How a bay (slot) reads on the web board (`integrations/bays.py` wipes them): free or held and by which ticket, idle
-for how long, and a release in progress in words — queued for the slot steward (its ticket is finished) or being
-wiped right now."""
+for how long, a release in progress in words — queued for the slot steward (its ticket is finished) or being
+wiped right now — and the dispatch job running in it (the workers panel is this one): its ticket, how long it has run,
+its worker's last heartbeat."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from domain.board import SlotView
+from domain.dispatch.panel import Running
 from machines.stages import FINAL_STAGES
 from storage.slots import being_wiped
 
@@ -25,6 +27,8 @@ class BayView:
     claimed_at: datetime | None
     last_activity_at: datetime
     last_wiped_at: datetime | None
+    # The dispatch job running in the bay, when one is.
+    job: Running | None = None
 
     @property
     def symbol(self) -> str:
@@ -35,7 +39,7 @@ class BayView:
         return self.state == FREE
 
 
-def describe(view: SlotView, now: datetime) -> BayView:
+def describe(view: SlotView, now: datetime, running: Running | None = None) -> BayView:
     slot, claim = view.slot, view.claim
     ticket = claim.ticket if claim is not None else None
     stage = ticket.stage if ticket is not None else None
@@ -43,6 +47,8 @@ def describe(view: SlotView, now: datetime) -> BayView:
         state, words = WIPING, "release in progress: the bay is being wiped"
     elif claim is not None and stage in FINAL_STAGES:
         state, words = RELEASING, f"release in progress: {claim.ticket_key} is {stage}; the slot steward wipes it next"
+    elif claim is not None and running is not None:
+        state, words = HELD, f"{running.job.role} job {running.job.id} running for {claim.ticket_key}"
     elif claim is not None:
         state, words = HELD, f"held by {claim.ticket_key}"
     else:
@@ -56,4 +62,5 @@ def describe(view: SlotView, now: datetime) -> BayView:
         claimed_at=claim.claimed_at if claim is not None else None,
         last_activity_at=slot.last_activity_at,
         last_wiped_at=slot.last_wiped_at,
+        job=running,
     )

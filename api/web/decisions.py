@@ -1,5 +1,6 @@
 """How a router decision (a row of `storage/decisions.py`) reads on the web board: its outcome in words (shadow mode:
-"would dispatch", never "dispatched"), a symbol beside the colour, its rule, each gate's verdict spelled out (in a
+"would dispatch", never "dispatched"; a live rule's dispatched decision: "dispatched", with a link to its job), its
+mode, a symbol beside the colour, its rule, each gate's verdict spelled out (in a
 list, the failed ones alone), and a link to the subject's ticket page when the subject is a ticket on the board."""
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class DecisionView:
     errors: list[dict[str, Any]]
     # The matched rule's name when the decision records one, else its role; None when no rule matched.
     rule: str | None
+    # Its rule's mode when it was taken ("shadow" or "live"), and the job it queued when it was dispatched.
+    mode: str = "shadow"
+    job_id: int | None = None
 
     @property
     def failed(self) -> list[Gate]:
@@ -69,6 +73,11 @@ def _actor(envelope: Any) -> str | None:
 
 def headline(row: RouterDecision) -> str:
     words = OUTCOME_WORDS.get(row.outcome, row.outcome)
+    if row.outcome == "would_dispatch" and row.role and getattr(row, "dispatched", False):
+        return f"dispatched {row.role}"
+    if row.outcome == "would_dispatch" and row.role and getattr(row, "mode", "shadow") == "live":
+        # A live rule's passing decision that queued nothing: dispatch was paused when it was taken.
+        return f"{words} {row.role} (dispatch paused)"
     if row.outcome == "would_dispatch" and row.role:
         return f"{words} {row.role}"
     if row.outcome == "blocked" and row.role:
@@ -92,4 +101,6 @@ def describe(row: RouterDecision, on_board: set[str]) -> DecisionView:
         errors=[e for e in (row.errors or []) if isinstance(e, dict)] if row.outcome == "rejected" else [],
         # Decisions record their matched rule's name once the router's rules are data; until then, the role.
         rule=getattr(row, "rule", None) or row.role,
+        mode=getattr(row, "mode", None) or "shadow",
+        job_id=row.job_id if getattr(row, "dispatched", False) else None,
     )

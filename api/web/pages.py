@@ -12,10 +12,11 @@ import falcon
 import contracts
 from api import params
 from api.operations import CURSOR, Operation, Param
-from api.web import bays, decisions, freshness, policy_views, router_right, timeline
+from api.web import bays, decisions, dispatch_views, freshness, policy_views, router_right, timeline
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
+from domain.dispatch import panel as dispatch_panel
 from domain.errors import InvalidQuery, NotFound
 from domain.ops import agents_strip, runs
 from domain.router import reconciliation
@@ -35,13 +36,13 @@ TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
 LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
 
 # The parts of the board each page shows (`storage.freshness.PARTS`): its ETag moves when one of them does.
-BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives")
+BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives", "jobs")
 NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
 # A decision links to its subject's ticket page once that ticket exists.
 # The scorecard on it moves with a slot claimed too (a signal that the team took up a coder's work), and the
-# policy panel with a new version of the policy.
-DECISIONS_PARTS = ("decisions", "ticket_count", "slots", "reconciliation", "policy")
+# policy panel with a new version of the policy, each live rule's jobs by state with a job's move.
+DECISIONS_PARTS = ("decisions", "ticket_count", "slots", "reconciliation", "policy", "jobs")
 
 
 HEALTH_REUSE = timedelta(seconds=5)
@@ -49,7 +50,10 @@ HEALTH_REUSE = timedelta(seconds=5)
 
 class BoardPage:
     operations = {
-        "GET": _html("The web board: Needs-you, the agents strip, a column per stage, the bays and the wallet")
+        "GET": _html(
+            "The web board: Needs-you, the agents strip, a column per stage, the bays with the job running in each, "
+            "the dispatch queue and the wallet"
+        )
     }
 
     def __init__(self, board, clock, config, outage):
@@ -81,6 +85,8 @@ class BoardPage:
         columns = self.board.columns()
         wallet, percent_used = self.board.wallet_and_percent_used()
         choices, _ = self.board.initiatives(limit=INITIATIVES_TO_CHOOSE_FROM, cursor=None)
+        running = dispatch_panel.running_by_bay()
+        queued, queued_total = dispatch_panel.queue()
         page(
             resp,
             "board.html",
@@ -101,7 +107,9 @@ class BoardPage:
             writing_key=WRITING_TICKET_KEY,
             waiting_choices=WAITING_ON,
             initiatives=choices,
-            bays=[bays.describe(view, now) for view in self.board.slots()],
+            bays=[bays.describe(view, now, running.get(view.slot.name)) for view in self.board.slots()],
+            queue=queued,
+            queue_total=queued_total,
             # Tickets a free bay could be claimed for: the live ones on the board that hold none.
             claimable=[t.key for stage in LIVE_STAGES for t in columns[stage][0] if not t.assigned_slot],
             wallet=wallet,
@@ -420,6 +428,7 @@ def routes(services) -> list[tuple[str, object]]:
         ("/initiatives", InitiativesPage(board, clock)),
         ("/tickets/{key}", TicketPage(board, services.router, clock)),
         ("/decisions", DecisionsPage(board, services.router, clock, Thresholds.from_config(services.config))),
+        ("/jobs/{job_id}", dispatch_views.JobPage(board, services.router, services.dispatch, clock)),
         ("/static/{name}", Static()),
         ("/favicon.ico", Favicon()),
     ]

@@ -1,4 +1,5 @@
-"""Is the router right? On the web board: the scorecard on the decisions page (with a weekly picture), the
+"""Is the router right? On the web board: the scorecard on the decisions page (with a weekly picture, and each live
+rule's dispatch jobs by state), the
 decisions behind each of its numbers, "Try a policy" (a backtest of other rules and knobs, which an operator may then
 adopt), and one decision's own page with the facts its gates read and the policy they applied. Each reads through
 the same units as `api/resources/router_evidence.py` and `api/resources/router_policy.py`.
@@ -19,6 +20,8 @@ from api.operations import Param
 from api.web import decisions, freshness, policy_views
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
+from domain.dispatch import panel as dispatch_panel
+from domain.dispatch.jobs import STATES as JOB_STATES
 from domain.router import policy_versions
 from domain.router.gates import GATE_NAMES
 from domain.router.scorecard import GATE_CLASSES, ROLES, RULE_CLASSES, WINDOW_SECONDS
@@ -99,6 +102,9 @@ def scorecard_context(router, *, window_seconds: int = DAY) -> dict[str, Any]:
     def link(number: str) -> str:
         return "/decisions/behind?" + urlencode({"number": number, "window_seconds": window_seconds})
 
+    policy = router.policy()
+    live = [rule.name for rule in policy.live_rules()]
+
     return {
         "card": card,
         "rule_classes": RULE_CLASSES,
@@ -113,7 +119,10 @@ def scorecard_context(router, *, window_seconds: int = DAY) -> dict[str, Any]:
         "chart_bar": CHART_BAR,
         "window_seconds": window_seconds,
         "window_choices": WINDOW_CHOICES,
-        "policy": router.policy(),
+        "policy": policy,
+        # Each live rule's jobs by state (queued, running, succeeded, failed, cancelled), in the policy's order.
+        "live_jobs": dispatch_panel.jobs_by_state(live),
+        "job_states": JOB_STATES,
     }
 
 

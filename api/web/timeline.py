@@ -1,7 +1,8 @@
 """A ticket page's timeline: the ticket's own entries and the router's decisions about it, merged into one list,
 newest first (`history`); and how an entry (a row of `storage/timeline.py`) reads there: a label in words, a symbol
 and a tone (never colour alone), and the facts of its `data` a person looks for — the receipt's status, the stage
-change, the slot and its wipe, the tracker close's result — and who did it ("by alice"). Every kind the service
+change, the slot and its wipe, the tracker close's result, a dispatch job's claim and result with a link to its page
+and to what was written to the forge — and who did it ("by alice"). Every kind the service
 writes has a row here; an unknown kind still reads as words."""
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class EntryView:
     link: str | None = None
     # The account (or the bootstrap user, or a machine such as "ci") that made the entry, when one did.
     actor: str | None = None
+    # The dispatch job the entry is about (its page: /jobs/{id}), and what the service wrote to the forge for it.
+    job_id: int | None = None
+    forge: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def symbol(self) -> str:
@@ -164,6 +168,55 @@ def _tracker_close_failed(data: dict[str, Any]) -> EntryView:
     )
 
 
+def _job_claimed(data: dict[str, Any]) -> EntryView:
+    return EntryView(
+        "Job claimed by a worker",
+        INFO,
+        _facts(
+            ("job", data.get("role")),
+            ("worker", data.get("worker")),
+            ("bay", data.get("bay")),
+            ("attempt", data.get("attempt")),
+            ("stage", _move(data) if data.get("from") != data.get("to") else None),
+            ("waiting on", data.get("waiting_on")),
+        ),
+    )
+
+
+def _job_succeeded(data: dict[str, Any]) -> EntryView:
+    changes = data.get("status") == "changes_ready"
+    return EntryView(
+        "Job done: changes ready" if changes else "Job done: nothing to change",
+        OK,
+        _facts(("branch", data.get("branch")), ("pull request", "queued for the forge" if changes else None)),
+    )
+
+
+def _job_failed(data: dict[str, Any]) -> EntryView:
+    return EntryView("Job failed", BAD, _facts(("why", data.get("reason")), ("waiting on", data.get("waiting_on"))))
+
+
+def _job_requeued(data: dict[str, Any]) -> EntryView:
+    return EntryView(
+        "Job back in the queue",
+        WARN,
+        _facts(("leases run out", data.get("attempts")), ("worker", data.get("worker")), ("bay", data.get("bay"))),
+    )
+
+
+def _job_cancelled(data: dict[str, Any]) -> EntryView:
+    return EntryView("Job cancelled", WARN, _facts(("why", data.get("reason"))))
+
+
+def _pull_request(data: dict[str, Any]) -> EntryView:
+    how = "opened" if data.get("created", True) else "found open"
+    return EntryView(
+        f"Draft pull request {how}",
+        OK,
+        _facts(("forge", data.get("forge")), ("stage", _move(data)), ("waiting on", data.get("waiting_on"))),
+    )
+
+
 KINDS: dict[str, Callable[[dict[str, Any]], EntryView]] = {
     "created": _created,
     "stage_changed": _stage_change("Stage change", INFO),
@@ -177,7 +230,16 @@ KINDS: dict[str, Callable[[dict[str, Any]], EntryView]] = {
     "slot_release_failed": _slot_release_failed,
     "tracker_closed": _tracker_closed,
     "tracker_close_failed": _tracker_close_failed,
+    "job_claimed": _job_claimed,
+    "job_succeeded": _job_succeeded,
+    "job_failed": _job_failed,
+    "job_requeued": _job_requeued,
+    "job_cancelled": _job_cancelled,
+    # The jobs process's forge write for a job (`domain/dispatch/forge.py`): its pull request, now the ticket's link.
+    "pull_request": _pull_request,
 }
+# Links to the forge an entry's data may carry (a job's pull request and comment), in the order shown.
+FORGE_LINKS = (("pull_request", "pull request"), ("comment", "comment"))
 
 
 def describe(entry: TimelineEntry) -> EntryView:
@@ -186,7 +248,18 @@ def describe(entry: TimelineEntry) -> EntryView:
     view = KINDS.get(entry.kind)
     described = view(data) if view is not None else EntryView(entry.kind.replace("_", " ").capitalize(), INFO)
     actor = data.get("actor")
-    return replace(described, actor=actor) if isinstance(actor, str) and actor else described
+    job_id = data.get("job_id")
+    forge = [
+        (words, url)
+        for name, words in FORGE_LINKS
+        if isinstance(url := data.get(name), str) and url.startswith(("https://", "http://"))
+    ]
+    return replace(
+        described,
+        actor=actor if isinstance(actor, str) and actor else None,
+        job_id=job_id if isinstance(job_id, int) and not isinstance(job_id, bool) else None,
+        forge=forge,
+    )
 
 
 # -- the timeline a ticket page shows: its entries and the router's decisions about it, merged ---------------------

@@ -106,6 +106,7 @@ BODIES = {
         "policy": {"allowlist": [f.new_key.lower()], "retry_budget": 2, "fleet_size": 1, "rules": []},
         "reason": "tried by a test",
     },
+    "router-dispatch-put": lambda f: {"paused": True, "reason": "tried by a test"},
 }
 PATH_VALUES = {"key": lambda f: f.ticket, "id": lambda f: "port", "name": lambda f: f.slot, "job_id": lambda f: f.job()}
 

@@ -12,7 +12,17 @@ from playwright.sync_api import expect
 from storage import db as storage_db
 from storage import reconciliation
 
-from browser_kit import CI_SECRET, DESKTOP, PASSWORD, PHONE, USER, axe_violations
+from browser_kit import (
+    CI_SECRET,
+    DESKTOP,
+    PASSWORD,
+    PHONE,
+    USER,
+    WORKER,
+    WORKER_PASSWORD,
+    axe_violations,
+    dispatch,
+)
 from events_kit import example
 from processes import svc_user, wait_until
 
@@ -387,9 +397,10 @@ def test_a_hidden_tab_asks_for_nothing_and_catches_up_when_shown(chromium, serve
     context.close()
 
 
-def fill_the_board(server):
-    """What a board in use shows besides the fixture's tickets: a held bay, a ticket in the last columns, and the
-    router's decisions (would dispatch, blocked, no action, rejected) about a ticket and about a pull request."""
+def fill_the_board(server) -> dict[str, int]:
+    """What a board in use shows besides the fixture's tickets: a held bay, a ticket in the last columns, the
+    router's decisions (would dispatch, blocked, no action, rejected) about a ticket and about a pull request, and
+    live dispatch: a job running in a bay, two queued. The jobs' ids, by ticket."""
     api(server, "POST", "/api/v1/slots/bay-1/claim", {"ticket": "PORT-2"})
     api(server, "POST", "/api/v1/tickets/PORT-1/move", {"to": "blocked", "waiting_on": "agent_failed"})
     envelopes = [
@@ -416,6 +427,7 @@ def fill_the_board(server):
             detail="GitHub's delivery got status 503; asked 3 times, never accepted: given up",
             at=datetime.now(UTC),
         )
+    return dispatch(server, running="PORT-3", queued=("PORT-4", "PORT-5"))
 
 
 def open_everything(page):
@@ -425,13 +437,15 @@ def open_everything(page):
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_every_page_has_no_axe_violations(chromium, server, viewport):
-    fill_the_board(server)
+    jobs = fill_the_board(server)
     context, page = open_page(chromium, server + "/", viewport=viewport)
     found, widths = {}, {}
     # Each decision's own page too: the decisions page lists them a line each, their gates and envelopes are there.
     ids = [d["id"] for d in api_get(server, "/api/v1/router/decisions")["decisions"]]
     decision_pages = [f"/decisions/{ident}" for ident in ids]
     pages = ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/WRITING-DAILY", "/tickets/NOPE-1"]
+    # A running job's page and a queued one's (each with its Cancel), the running one's ticket, and no job at all.
+    pages += [f"/jobs/{jobs['PORT-3']}", f"/jobs/{jobs['PORT-4']}", "/tickets/PORT-3", "/jobs/999"]
     envelopes = 0
     for path in pages + decision_pages:
         page.goto(server + path)
@@ -439,7 +453,10 @@ def test_every_page_has_no_axe_violations(chromium, server, viewport):
         found[path] = axe_violations(page)
         widths[path] = page.evaluate("document.documentElement.scrollWidth")
         envelopes += page.locator("li.decision details.envelope").count() if path in decision_pages else 0
-    assert len(decision_pages) == 4 and envelopes == 4
+    assert len(decision_pages) == 7 and envelopes == 7
+    page.goto(server + "/")
+    expect(page.locator("#queue li.queued-job")).to_have_count(2)  # axe read the board with its queue
+    expect(page.locator("#bay-bay-2 .bay-job")).to_have_count(1)  # and a bay with its running job
     page.goto(server + "/decisions")
     expect(page.locator("#reconciliation-given-up li")).to_have_count(1)  # axe read it above
     # Nothing scrolls sideways, whatever the columns hold.
@@ -504,9 +521,9 @@ def test_a_viewers_pages_have_no_axe_violations(chromium, server, viewport, tmp_
         http_credentials={"username": "vera", "password": "vera-password-1"}, viewport=viewport
     )
     page = context.new_page()
-    fill_the_board(server)
+    jobs = fill_the_board(server)
     found = {}
-    for path in ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/NOPE-1"]:
+    for path in ["/", "/initiatives", "/decisions", "/tickets/PORT-2", "/tickets/NOPE-1", f"/jobs/{jobs['PORT-3']}"]:
         page.goto(server + path)
         assert "can look, not change" in page.locator(".signed-in").inner_text(), path
         open_everything(page)
@@ -654,4 +671,42 @@ def test_a_stale_automation_toggle_says_who_changed_it(chromium, server):
     expect(problem).to_contain_text("Nothing was changed")
     assert api_get(server, "/api/v1/agents/writing/automation")["enabled"] is True
     expect(page.get_by_label("Writing automation (scheduled catch-up)")).to_be_checked()
+    context.close()
+
+
+def test_an_operator_opens_jobs_from_the_bays_and_the_queue_and_cancels_them(chromium, server):
+    jobs = dispatch(server, running="PORT-3", queued=("PORT-4",))
+    running, queued = jobs["PORT-3"], jobs["PORT-4"]
+    context, page = open_page(chromium, server + "/")
+    # The running job, from the bay it runs in.
+    page.locator("#bay-bay-2 .bay-job a", has_text=f"job {running}").click()
+    page.wait_for_url(server + f"/jobs/{running}")
+    expect(page.locator(".job-state")).to_contain_text("running in a bay")
+    page.evaluate("window.notReloaded = true")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name=f"Cancel job {running}").click()
+    # The page shows the change in place (no reload): the state reads cancelled, with who did it, and Cancel is gone.
+    expect(page.locator(".job-state")).to_contain_text("cancelled", timeout=LIVE)
+    expect(page.locator(".job-why")).to_contain_text(f"cancelled by {USER}")
+    expect(page.get_by_role("button", name=f"Cancel job {running}")).to_have_count(0)
+    assert still_the_same_page(page) and not page.script_errors
+    assert api_get(server, f"/api/v1/dispatch/jobs/{running}")["state"] == "cancelled"
+    # Its worker hears it at its next heartbeat.
+    beat = requests.post(
+        f"{server}/api/v1/dispatch/jobs/{running}/heartbeat", json={}, auth=(WORKER, WORKER_PASSWORD), timeout=10
+    )
+    assert beat.json()["cancel"] is True
+
+    # The queued one, from the queue: saying no to the question first changes nothing.
+    page.goto(server + "/")
+    page.locator("#queue a", has_text=f"job {queued}").click()
+    page.wait_for_url(server + f"/jobs/{queued}")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name=f"Cancel job {queued}").click()
+    assert api_get(server, f"/api/v1/dispatch/jobs/{queued}")["state"] == "queued"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name=f"Cancel job {queued}").click()
+    expect(page.locator(".job-state")).to_contain_text("cancelled", timeout=LIVE)
+    page.goto(server + "/")
+    expect(page.locator("#queue")).to_contain_text("No job is queued.")
     context.close()

@@ -117,6 +117,9 @@ def test_a_rule_forced_live_shows_live_without_evidence_until_it_earns_it(api, c
     coder = standing(api.get("/decisions").text, "coder")
     assert "live without evidence" in text(coder) and "watched by hand" in text(coder)
     assert 'id="go-live-coder"' not in coder  # live already
+    # The page no longer says the router never starts a worker: it names the live rule.
+    head = api.get("/decisions").text.split('class="shadow-note"', 1)[1].split("</p>", 1)[0]
+    assert "Live dispatch" in head and "coder" in head and "never starts a worker" not in head
     # Another change keeps it live, and still without evidence.
     now = api.get("/api/v1/router/policy")
     changed = api.put(
