@@ -755,6 +755,12 @@ def dispatch(work: Path, rounds: int, db_override: str | None) -> dict:
             routed = requests.post(f"{base}/api/v1/events", json=event, headers=CI, timeout=30)
             if not routed.json()["decision"]["dispatched"]:
                 raise RuntimeError(f"{key} was not dispatched: {routed.json()['decision']['gates']}")
+        # The worker signs in once, as it does with its first call (the argon2id check, then remembered): a
+        # heartbeat for a job that does not exist.
+        warm = bay.post(f"{base}/api/v1/dispatch/jobs/0/heartbeat", json={}, timeout=30)
+        if warm.status_code not in (404, 409):
+            raise RuntimeError(f"the worker was refused: {warm.status_code} {warm.text}")
+        claimed_ids = []
         for _ in range(rounds):
             started = time.perf_counter()
             claimed = bay.post(f"{base}/api/v1/dispatch/claim", json={"bay": "bench-bay-1"}, timeout=30)
@@ -762,6 +768,7 @@ def dispatch(work: Path, rounds: int, db_override: str | None) -> dict:
             if claimed.status_code != 200:
                 raise RuntimeError(f"claim: {claimed.status_code} {claimed.text}")
             job = claimed.json()["job"]
+            claimed_ids.append(job["id"])
             started = time.perf_counter()
             beat = bay.post(f"{base}/api/v1/dispatch/jobs/{job['id']}/heartbeat", json={}, timeout=30)
             times["heartbeat"].append(time.perf_counter() - started)
@@ -777,8 +784,25 @@ def dispatch(work: Path, rounds: int, db_override: str | None) -> dict:
             times["result"].append(time.perf_counter() - started)
             if beat.status_code != 200 or done.status_code != 200:
                 raise RuntimeError(f"heartbeat {beat.status_code}, result {done.status_code} {done.text}")
+        succeeded = set()
+        cursor = None
+        while True:
+            listed = people.get(
+                f"{base}/api/v1/dispatch/jobs", params={"state": "succeeded", "limit": 100, "cursor": cursor}
+            ).json()
+            succeeded |= {job["id"] for job in listed["jobs"]}
+            cursor = listed.get("next")
+            if not cursor:
+                break
     finally:
         service.stop()
+    landed = len(set(claimed_ids)) == len(claimed_ids) == rounds and succeeded == set(claimed_ids)
+    print(
+        f"   checked: {len(claimed_ids)} claims took {len(set(claimed_ids))} distinct jobs; {len(succeeded)} jobs "
+        f"recorded succeeded ({'ok' if landed else 'FAILED'})"
+    )
+    if not landed:
+        raise RuntimeError("the dispatch benchmark's requests did not do what they claim")
     figures = {}
     for call, seconds in times.items():
         ordered = sorted(seconds)
