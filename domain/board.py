@@ -61,6 +61,8 @@ class SlotClaimed:
     ticket_key: str
     actor: str
     at: datetime
+    # The dispatch job whose claim took the slot (None: a person's or a script's claim, `POST slots/{name}/claim`).
+    job_id: int | None = None
 
 
 ClaimListener = Callable[[SlotClaimed], None]
@@ -329,11 +331,13 @@ class Board:
 
         return units.run(work, what=f"claiming slot {name}")
 
-    def hold_slot(self, name: str, row: Ticket, *, actor: str, at: datetime, record: bool = True) -> None:
+    def hold_slot(
+        self, name: str, row: Ticket, *, actor: str, at: datetime, record: bool = True, job_id: int | None = None
+    ) -> None:
         """Inside a transaction, with `row` read locked: hold slot `name` for the ticket (creating the slot on first
         use), as `POST slots/{name}/claim` does; a slot held by another ticket, being wiped, or a finished ticket or
         one holding another slot is `Conflict`. `record=False` leaves the timeline entry to the caller (a job's
-        claim says it all in one entry)."""
+        claim says it all in one entry); `job_id` names the dispatch job that claims it, for the claim listeners."""
         key = row.key
         slots.ensure(name, at=at)
         # Locking the slot row makes a claim and the slot steward's wipe lease take turns.
@@ -349,7 +353,7 @@ class Board:
             if row.assigned_slot and row.assigned_slot != name:
                 raise Conflict(f"{key} already holds slot {row.assigned_slot}")
             slots.add_claim(name, key, at=at)
-            claimed = SlotClaimed(name, key, actor, at)
+            claimed = SlotClaimed(name, key, actor, at, job_id)
             for listener in self.claim_listeners:
                 listener(claimed)
             if not tickets.compare_and_swap(

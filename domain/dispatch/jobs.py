@@ -184,7 +184,7 @@ class Dispatch:
         return units.run(work, what="claiming a job")
 
     def _start(self, job: Any, ticket: Any, bay: str, *, worker: str, now: datetime) -> Claimed:
-        self.board.hold_slot(bay, ticket, actor=worker, at=now, record=False)
+        self.board.hold_slot(bay, ticket, actor=worker, at=now, record=False, job_id=job.id)
         until = now + self.lease
         if not rows.swap(
             job.id,

@@ -91,7 +91,10 @@ def record_signal(subject_id: str, roles: Iterable[str], *, at: datetime) -> Non
 
 
 def slot_claimed(claim: SlotClaimed) -> None:
-    """Claim listener (`Board`): a ticket that claims a slot has had a coder's work taken up by the team."""
+    """Claim listener (`Board`): a ticket that claims a slot has had a coder's work taken up by the team. A dispatch
+    job's own claim is the router acting on its decision, not the team agreeing with it: it is no evidence."""
+    if claim.job_id is not None:
+        return
     record_signal(claim.ticket_key, ("coder",), at=claim.at)
 
 

@@ -336,3 +336,23 @@ def test_a_lease_that_runs_out_puts_the_job_back_then_fails_it_after_the_retry_b
     assert "PORT-7" in rows("chat")[-1].payload["content"]
     with connection():
         assert dispatch(config, clock).counts_by_rule() == {"coder": {"failed": 1}}
+
+
+def test_a_jobs_own_claim_is_no_evidence_for_its_rule_but_a_persons_claim_is(api):
+    """The scorecard counts a slot claim as the team taking a coder's work up. The claim a dispatch job makes is the
+    router acting on its own decision: counted, it would make a live rule agree with itself."""
+    from storage.models import ScorecardEntry
+
+    def taken_up(decision_id: int):
+        with connection():
+            return ScorecardEntry.get(ScorecardEntry.decision == decision_id).taken_up_at
+
+    job = live_job(api, "PORT-7")
+    assert claim(worker(api)).status_code == 200
+    assert taken_up(job["decision_id"]) is None
+    created = api.post("/api/v1/tickets", json={"key": "PORT-8", "initiative_id": "portfolio", "title": "Eight"})
+    assert created.status_code == 201
+    other = queue_job(api, "PORT-8")
+    assert other["role"] == "coder" and other["dispatched"] is False  # the fleet of one is busy with PORT-7
+    assert api.post("/api/v1/slots/bay-9/claim", json={"ticket": "PORT-8"}).status_code == 200
+    assert taken_up(other["id"]) is not None
