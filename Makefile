@@ -32,12 +32,16 @@ install: $(INSTALLED)
 
 install-test: $(INSTALLED_TEST)
 
+# setuptools builds in ./build and copies what it finds there: a module removed (or left by another branch) would be
+# installed again from it, so every install starts without it.
 $(INSTALLED): $(BIN)/python $(PACKAGE_SOURCES)
+	rm -rf build
 	$(PIP) install .
 	@touch $@
 
 # The test extra is the package and more: its install stands for the plain one too.
 $(INSTALLED_TEST): $(BIN)/python $(PACKAGE_SOURCES)
+	rm -rf build
 	$(PIP) install '.[test]'
 	@touch $@ $(INSTALLED)
 
