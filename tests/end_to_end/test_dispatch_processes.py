@@ -3,6 +3,7 @@
 - Two `svc serve` on one database, six workers claiming at once through both: no job is claimed twice, and never
   more jobs run than the policy's fleet size (on PostgreSQL the claims take turns on an advisory lock; on SQLite the
   one writer makes them).
+- A pause and a cancel made through one server hold at the other at once.
 - A worker killed mid-job (it stops heartbeating) loses nothing: the jobs process puts the job back within 10 s of
   its lease's end, and it runs again in another bay.
 - A forge that is down, and a jobs process restarted meanwhile, lose nothing of the forge writes: once the forge is
@@ -161,6 +162,38 @@ def test_claims_racing_through_two_servers_never_share_a_job_nor_exceed_the_flee
     assert 1 <= most_running[0] <= FLEET
     assert sum(1 for mine in claimed.values() if mine) >= 2  # the claims did race: several workers got jobs
     print(f"claims by worker: { {name: len(mine) for name, mine in claimed.items()} }; most running {most_running[0]}")
+
+
+def test_a_pause_and_a_cancel_made_through_one_server_hold_at_the_other(app, tmp_path, database_url):
+    """The switch and a job's cancel are rows, not a process's memory: an operator pausing through one API process
+    stops the claims that reach another at once, and a job cancelled through one is told to stop by the other."""
+    add_workers("bay-1")
+    servers = []
+    for name in ("api-a", "api-b"):
+        (tmp_path / name).mkdir()
+        servers.append(start_service(tmp_path / name, database_url, **ENV))
+    (_, a), (_, b) = servers
+    try:
+        ids = live_board(a, ["PORT-1", "PORT-2"], fleet_size=2)
+        operator, worker = people(a), machine("bay-1")
+        paused = operator.put(f"{a}/api/v1/router/dispatch", json={"paused": True, "reason": "the forge is down"})
+        assert paused.status_code == 200 and paused.json()["paused"] is True
+        assert worker.post(f"{b}/api/v1/dispatch/claim", json={"bay": "bay-1"}).status_code == 204
+        assert people(b).get(f"{b}/api/v1/router/dispatch").json()["reason"] == "the forge is down"
+        assert operator.put(f"{a}/api/v1/router/dispatch", json={"paused": False, "reason": "back"}).ok
+        claimed = worker.post(f"{b}/api/v1/dispatch/claim", json={"bay": "bay-1"})
+        assert claimed.status_code == 200 and claimed.json()["job"]["id"] == ids[0]
+        beat = worker.post(f"{b}/api/v1/dispatch/jobs/{ids[0]}/heartbeat", json={})
+        assert beat.status_code == 200 and beat.json()["cancel"] is False
+        cancelled = operator.post(f"{a}/api/v1/dispatch/jobs/{ids[0]}/cancel", json={"reason": "not this one"})
+        assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+        told = worker.post(f"{b}/api/v1/dispatch/jobs/{ids[0]}/heartbeat", json={})
+        assert told.status_code == 200 and told.json()["cancel"] is True
+        late = worker.post(f"{b}/api/v1/dispatch/jobs/{ids[0]}/result", json=output(claimed.json()["job"]))
+        assert late.status_code == 409  # no longer running: nothing of it reaches the forge
+    finally:
+        for server, _ in servers:
+            server.stop()
 
 
 # A worker as a team would run one, cut down to what matters here: it claims, then heartbeats until it is killed.

@@ -1,6 +1,6 @@
 """The round trip of issue 29's "done when", with real processes: a worker driven by `svc worker` claims the job a
 live rule queued, and its valid output becomes exactly one draft pull request at the forge; an invalid one writes
-nothing. (`svc worker` is helper F's; until it is merged this skips, saying so.)"""
+nothing."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from conftest import BASIC, CI_SECRET
 from processes import SVC, ServiceProcess, start_service, svc_env, wait_until
 from router_kit import envelope
 from servers.forges import GITHUB_TOKEN, FakeGitHub
-
-pytest.importorskip("clients.worker", reason="svc worker (clients/worker.py) is not in this checkout yet")
 
 pytestmark = pytest.mark.process
 
