@@ -50,6 +50,10 @@ CHAT_SOURCE = "dispatch"
 SHOWN = 300  # characters of an output that is not even an object, kept as the job's result
 
 
+# The output gate's violations kept in a refused job's reason (its page and `GET dispatch/jobs/{id}` show them): every
+# one, up to this many (the 422 itself names them all).
+REASONS_KEPT = 20
+
 class JobNotHeld(Conflict):
     """A heartbeat or result for a job this worker does not hold (never its claim, another worker's, a lease that
     ran out and was put back), or a result for a job no longer running."""
@@ -266,7 +270,8 @@ class Dispatch:
             if violations or status == "failed":
                 why = (
                     f"the output gate refused its output ({len(violations)} violation(s): "
-                    + "; ".join(f"{v.path or '/'}: {v.message}" for v in violations[:3])
+                    + "; ".join(f"{v.path or '/'}: {v.message}" for v in violations[:REASONS_KEPT])
+                    + (f"; and {len(violations) - REASONS_KEPT} more" if len(violations) > REASONS_KEPT else "")
                     + ")"
                     if violations
                     else f"the worker said it failed: {output.get('summary', '')}"

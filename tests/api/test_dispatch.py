@@ -252,12 +252,15 @@ def test_a_refused_output_is_422_naming_every_violation_fails_the_job_and_writes
     bay = worker(api)
     job = live_job(api)
     claim(bay)
-    bad = output(job, ticket="PORT-99", branch="main", files_changed=["../etc/passwd"])
+    bad = output(job, ticket="PORT-99", role="fixer", branch="main", files_changed=["../etc/passwd", "/etc/hosts"])
     refused = bay.post(f"/api/v1/dispatch/jobs/{job['id']}/result", json=bad)
     assert refused.status_code == 422 and refused.headers["content-type"] == "application/problem+json"
     paths = sorted(e["path"] for e in refused.json["errors"])
-    assert paths == ["/branch", "/files_changed/0", "/ticket"]
+    assert paths == ["/branch", "/files_changed/0", "/files_changed/1", "/role", "/ticket"]
     assert refused.json["job"]["state"] == "failed"
+    # The job keeps why, every violation named (its page shows it).
+    reason = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["reason"]
+    assert all(path in reason for path in paths), reason
     assert rows("forge_write") == []
     ticket = api.get("/api/v1/tickets/PORT-7").json
     assert (ticket["waiting_on"], ticket["needs_you"]) == ("agent_failed", True)
