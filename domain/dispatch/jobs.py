@@ -54,6 +54,7 @@ SHOWN = 300  # characters of an output that is not even an object, kept as the j
 # one, up to this many (the 422 itself names them all).
 REASONS_KEPT = 20
 
+
 class JobNotHeld(Conflict):
     """A heartbeat or result for a job this worker does not hold (never its claim, another worker's, a lease that
     ran out and was put back), or a result for a job no longer running."""
