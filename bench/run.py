@@ -624,21 +624,22 @@ def _until(base: str, mix: list, count: int, *, seconds: int, statuses: dict) ->
     return done
 
 
-def accounts(work: Path, seconds: float, db_override: str | None) -> dict:
-    """A named account against the bootstrap credentials on the same request and server: the account's argon2id
-    check is paid once and then remembered, so the two should cost the same."""
-    print("\n== Accounts: GET /api/v1/tickets with a named account against the same request with SVC_BASIC_AUTH")
-    data = work / "accounts"
+def _seeded(data: Path, db_override: str | None) -> tuple[Path, str]:
+    """A data folder and a database (PostgreSQL's emptied first) holding a board of 1,000 tickets."""
     data.mkdir()
     url = database_url(data, db_override)
     if db_override:
         reset_postgres(db_override)
     seed.open_db(url)
     seed.tickets(1_000)
-    person = ("bench-person", "bench-person-password-1")
+    return data, url
+
+
+def _add_account(data: Path, url: str, account: tuple[str, str], role: str) -> None:
+    """`svc user add`, the password piped as a person's script does."""
     added = subprocess.run(
-        [str(Path(sys.executable).with_name("svc")), "user", "add", person[0], "--role", "viewer"],
-        input=person[1] + "\n",
+        [str(Path(sys.executable).with_name("svc")), "user", "add", account[0], "--role", role],
+        input=account[1] + "\n",
         env=harness.service_env(data, harness.free_port(), url),
         capture_output=True,
         text=True,
@@ -646,6 +647,15 @@ def accounts(work: Path, seconds: float, db_override: str | None) -> dict:
     )
     if added.returncode != 0:
         raise RuntimeError(f"svc user add failed: {added.stderr}")
+
+
+def accounts(work: Path, seconds: float, db_override: str | None) -> dict:
+    """A named account against the bootstrap credentials on the same request and server: the account's argon2id
+    check is paid once and then remembered, so the two should cost the same."""
+    print("\n== Accounts: GET /api/v1/tickets with a named account against the same request with SVC_BASIC_AUTH")
+    data, url = _seeded(work / "accounts", db_override)
+    person = ("bench-person", "bench-person-password-1")
+    _add_account(data, url, person, "viewer")
     named = {"Authorization": "Basic " + base64.b64encode(":".join(person).encode()).decode()}
     service, base = harness.start_service(data, url)
     path = "/api/v1/tickets?limit=50"
@@ -699,24 +709,9 @@ def dispatch(work: Path, rounds: int, db_override: str | None) -> dict:
     import statistics
 
     print(f"\n== Dispatch: {rounds} jobs, each claimed, heartbeaten and handed back by one worker, one call at a time")
-    data = work / "dispatch"
-    data.mkdir()
-    url = database_url(data, db_override)
-    if db_override:
-        reset_postgres(db_override)
-    seed.open_db(url)
-    seed.tickets(1_000)
+    data, url = _seeded(work / "dispatch", db_override)
     worker = ("bench-bay", "bench-bay-password-1")
-    added = subprocess.run(
-        [str(Path(sys.executable).with_name("svc")), "user", "add", worker[0], "--role", "worker"],
-        input=worker[1] + "\n",
-        env=harness.service_env(data, harness.free_port(), url),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if added.returncode != 0:
-        raise RuntimeError(f"svc user add failed: {added.stderr}")
+    _add_account(data, url, worker, "worker")
     service, base = harness.start_service(data, url)
     people, bay = requests.Session(), requests.Session()
     people.headers.update(BASIC)
