@@ -186,7 +186,8 @@ def forge_wrote(config, clock, job_id: int, pull: str) -> None:
         number=None,
         commented=False,
     )
-    writes = ForgeWrites(config, clock, Board(config, clock))
+    forging = dataclasses.replace(config, github_api_token="a-token")  # the plan needs a token to write with
+    writes = ForgeWrites(forging, clock, Board(forging, clock))
     with connection():
         writes.pull_request_written(plan, url=pull, created=True)
         writes.comment_written(plan, url=pull + "#issuecomment-1")
@@ -248,3 +249,50 @@ def test_a_decision_says_its_mode_and_links_to_the_job_it_queued(api):
     page = api.get(f"/decisions/{dispatched['id']}").text
     assert "live mode" in text_of(page) and f'href="/jobs/{dispatched["job_id"]}"' in page
     assert "mode shadow" in text_of(api.get(f"/decisions/{shadow['id']}").text)
+
+
+def test_every_kind_of_job_entry_reads_in_words_on_its_tickets_timeline(api, config, clock):
+    """A refused output, a cancel, a lease that ran out and the pull request the jobs process opened: each kind of
+    entry a job writes on its ticket (the demo tells no dispatch story) reads in words, with a link to its job."""
+    import dataclasses
+
+    from domain.board import Board
+    from domain.dispatch.forge import ForgeWrites
+    from domain.dispatch.jobs import Dispatch
+    from storage.db import connection
+
+    from router_kit import envelope, route
+
+    failed, cancelled = live(api, "PORT-7", "PORT-8", fleet_size=3)
+    body = {"key": "PORT-9", "initiative_id": "portfolio", "title": "Nine", "stage": "queued"}
+    assert api.post("/api/v1/tickets", json=body).status_code == 201
+    event = envelope("state_changed", "PORT-9")
+    event["subject"]["repo"] = "acme/portfolio"  # where its pull request goes
+    lapsed = route(api, event)["job_id"]
+    bays = [worker(api, f"bay-{n}") for n in (1, 2, 3)]
+    claims = [claim(bay, f"bay-{n}") for n, bay in enumerate(bays, 1)]
+    assert [c.status_code for c in claims] == [200, 200, 200], [c.text for c in claims]
+    jobs = [c.json["job"] for c in claims]
+    bays[0].post(f"/api/v1/dispatch/jobs/{failed}/result", json=output(jobs[0], branch="main"))
+    api.post(f"/api/v1/dispatch/jobs/{cancelled}/cancel", json={"reason": "not now"})
+    clock.advance(seconds=config.worker_lease_seconds + 1)
+    with connection():
+        assert Dispatch(config, clock, Board(config, clock)).reap() == 1
+    again = claim(bays[2], "bay-3").json["job"]  # its bay was freed with the lease
+    assert again["id"] == lapsed
+    assert bays[2].post(f"/api/v1/dispatch/jobs/{lapsed}/result", json=output(again)).status_code == 200
+    forging = dataclasses.replace(config, github_api_token="a-token")  # the plan needs a token to write with
+    writes = ForgeWrites(forging, clock, Board(forging, clock))
+    with connection():
+        plan = writes.plan(lapsed)
+    writes.pull_request_written(plan, url="https://github.com/acme/portfolio/pull/12", created=True)
+
+    expected = {"PORT-7": ("job_failed", failed), "PORT-8": ("job_cancelled", cancelled)}
+    expected |= {"PORT-9": ("job_requeued", lapsed)}
+    for key, (kind, job_id) in expected.items():
+        entry = re.search(rf'data-kind="{kind}".*?</li>', api.get(f"/tickets/{key}").text, re.S)
+        assert entry, f"no {kind} entry on {key}'s timeline"
+        assert f'href="/jobs/{job_id}"' in entry.group(0) and len(text_of(entry.group(0)).split()) >= 4
+    pull = re.search(r'data-kind="pull_request".*?</li>', api.get("/tickets/PORT-9").text, re.S)
+    assert pull and 'href="https://github.com/acme/portfolio/pull/12"' in pull.group(0)
+    assert f'href="/jobs/{lapsed}"' in pull.group(0)
