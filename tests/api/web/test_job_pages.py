@@ -186,8 +186,7 @@ def forge_wrote(config, clock, job_id: int, pull: str) -> None:
         number=None,
         commented=False,
     )
-    forging = dataclasses.replace(config, github_api_token="a-token")  # the plan needs a token to write with
-    writes = ForgeWrites(forging, clock, Board(forging, clock))
+    writes = ForgeWrites(config, clock, Board(config, clock))
     with connection():
         writes.pull_request_written(plan, url=pull, created=True)
         writes.comment_written(plan, url=pull + "#issuecomment-1")
