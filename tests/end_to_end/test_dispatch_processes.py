@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta
 
 import pytest
 import requests
@@ -226,8 +227,13 @@ def test_a_worker_killed_mid_job_loses_nothing_the_job_runs_again(app, tmp_path,
             text=True,
         )
         assert worker.stdout.readline().split() == ["200", str(job_id)]
-        time.sleep(3)  # beyond one lease: the heartbeats keep it
-        job = people(base).get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()
+
+        def beyond_one_lease():  # the worker still heartbeats more than one lease (2 s) after its claim
+            job = people(base).get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()
+            since = datetime.fromisoformat(job["heartbeat_at"]) - datetime.fromisoformat(job["claimed_at"])
+            return job if since > timedelta(seconds=2.5) else None
+
+        job = wait_until(beyond_one_lease, timeout=30, interval=0.2, what="a heartbeat a lease after the claim")
         assert (job["state"], job["attempts"], job["bay"]) == ("running", 0, "bay-1")
         worker.send_signal(signal.SIGKILL)
         worker.wait()
