@@ -240,6 +240,46 @@ class Board:
         for listener in self.stage_listeners:
             listener(change)
 
+    def step_ticket(
+        self,
+        row: Ticket,
+        *,
+        to: str | None,
+        waiting_on: str | None,
+        kind: str,
+        event: str,
+        actor: str,
+        at: datetime,
+        summary: str,
+        data: dict[str, Any],
+        extra_changes: dict[str, Any] | None = None,
+    ) -> StageChange:
+        """Inside a transaction, with `row` read locked: what the service itself does to a ticket (a dispatch job's
+        claim, its end, its pull request). Move it to `to` where its machine allows (else it stays where it is),
+        set what it waits on, and write one timeline entry of `kind` (`event` names the step when no move was
+        made), heard by the stage listeners."""
+        move = ticket_machine.move_event(row.stage, to) if to is not None else None
+
+        def step(ticket: Ticket) -> str:
+            if move is not None:
+                ticket_machine.fire(ticket, move)
+            ticket.waiting_on = waiting_on
+            return move or event
+
+        change = apply_stage_change(
+            row,
+            step,
+            clock=lambda: at,
+            kind=kind,
+            actor=actor,
+            config=self.config,
+            summary=summary,
+            data=data,
+            extra_changes=extra_changes,
+        )
+        self.announce(change)
+        return change
+
     # -- marks of change (what the web board's ETags are made of) ------------------------------------------
 
     def marks(self, parts: tuple[str, ...]) -> tuple[Any, ...]:

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import units
-from domain.board import Board, apply_stage_change
+from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
-from machines import ticket as ticket_machine
 from machines.stages import FINAL_STAGES
 from storage import decisions, tickets
 from storage import jobs as rows
@@ -116,27 +115,19 @@ class ForgeWrites:
             ticket = tickets.get(plan.ticket, for_update=True)
             if ticket is None or ticket.stage in FINAL_STAGES:
                 return
-            target = ticket_machine.move_event(ticket.stage, "ci")
             how = "opened" if created else "found open"
-
-            def step(row: Any) -> str:
-                if target is not None:
-                    ticket_machine.fire(row, target)
-                row.waiting_on = "ci"
-                return target or "pull_request"
-
-            change = apply_stage_change(
+            self.board.step_ticket(
                 ticket,
-                step,
-                clock=self.clock,
+                to="ci",
+                waiting_on="ci",
                 kind="pull_request",
+                event="pull_request",
                 actor="jobs",
-                config=self.config,
+                at=self.clock(),
                 summary=f"draft pull request {how} for job {plan.job_id}: {url}",
                 data={"job_id": plan.job_id, "pull_request": url, "created": created, "forge": plan.forge},
                 extra_changes={"link": url},
             )
-            self.board.announce(change)
 
         units.run(work, what=f"recording the pull request of job {plan.job_id}")
 

@@ -28,12 +28,11 @@ from typing import Any
 from contracts import Violation
 from contracts.envelope import worker_output_violations
 from domain import chat, units
-from domain.board import Board, apply_stage_change
+from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
 from domain.dispatch import switch
 from domain.errors import Conflict, Forbidden, NotFound
-from machines import ticket as ticket_machine
 from machines.stages import FINAL_STAGES, HUMAN_GATE_STAGES
 from storage import decisions, outbox, policy_versions, tickets, timeline
 from storage import jobs as rows
@@ -204,27 +203,17 @@ class Dispatch:
             },
         ):
             raise units.StaleRead(f"job {job.id}")
-        start = (
-            "start" if ticket.stage != "execute" and "execute" in ticket_machine.allowed_moves(ticket.stage) else None
-        )
-
-        def step(row: Any) -> str:
-            if start is not None:
-                ticket_machine.fire(row, start)
-            row.waiting_on = "agent"
-            return start or "claim"
-
-        change = apply_stage_change(
+        self.board.step_ticket(
             ticket,
-            step,
-            clock=lambda: now,
+            to="execute",
+            waiting_on="agent",
             kind="job_claimed",
+            event="claim",
             actor=worker,
-            config=self.config,
+            at=now,
             summary=f"claimed by {worker} in {bay} (job {job.id}, {job.role})",
             data={"job_id": job.id, "bay": bay, "worker": worker, "role": job.role, "attempt": job.attempts + 1},
         )
-        self.board.announce(change)
         decision = decisions.get(job.decision_id)
         return Claimed(
             rows.get(job.id), decision.envelope if decision else None, ticket, int(self.lease.total_seconds())
@@ -465,12 +454,14 @@ class Dispatch:
             return
         if free_bay is not None:
             self.board.free_slot(free_bay, ticket, at=now)
-
-        def step(row: Any) -> str:
-            row.waiting_on = waiting_on
-            return kind
-
-        change = apply_stage_change(
-            ticket, step, clock=lambda: now, kind=kind, actor=actor, config=self.config, summary=summary, data=data
+        self.board.step_ticket(
+            ticket,
+            to=None,
+            waiting_on=waiting_on,
+            kind=kind,
+            event=kind,
+            actor=actor,
+            at=now,
+            summary=summary,
+            data=data,
         )
-        self.board.announce(change)
