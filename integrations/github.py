@@ -193,6 +193,14 @@ class GitHub:
             raise TransportError(f"{TARGET}'s comment on #{int(number)} of {repo} has no html_url", permanent=True)
         return url
 
+    def own_login(self) -> str:
+        """The login of the account the token is (`GET /user`): the sender of what the service itself does."""
+        found = _json(self._call("GET", "user"), "user of the token")
+        login = found.get("login") if isinstance(found, dict) else None
+        if not isinstance(login, str) or not login:
+            raise TransportError(f"{TARGET}'s user of the token has no login", permanent=True)
+        return login
+
     # -- one call ---------------------------------------------------------------------------------------
 
     def _url(self, path: str) -> str:
@@ -281,6 +289,10 @@ def _said(response: requests.Response) -> str:
         return ""
     words = [answer.get("message")]
     for error in answer.get("errors") or []:
+        if isinstance(error, dict) and not error.get("message") and error.get("field"):
+            # `{"resource": "PullRequest", "field": "head", "code": "invalid"}`: a branch never pushed, say.
+            words.append(f"{error['field']}: {error.get('code') or 'invalid'}")
+            continue
         words.append(error.get("message") or error.get("code") if isinstance(error, dict) else error)
     text = "; ".join(w for w in words if isinstance(w, str) and w)
     return "".join(c for c in text if c.isprintable())[:300]

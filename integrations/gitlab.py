@@ -242,6 +242,14 @@ class GitLab:
             raise TransportError(f"{TARGET}'s note on !{number} of {project} has no id", permanent=True)
         return f"{web_url}#note_{note_id}"
 
+    def own_login(self) -> str:
+        """The username of the account the token is (`GET /user`): the sender of what the service itself does."""
+        found = _json(self._call("GET", "user"), "user of the token")
+        username = found.get("username") if isinstance(found, dict) else None
+        if not isinstance(username, str) or not username:
+            raise TransportError(f"{TARGET}'s user of the token has no username", permanent=True)
+        return username
+
     def _wait_for_room(self, hook: str) -> None:
         with self._lock:
             sent = self._resent.setdefault(hook, deque(maxlen=RESENDS_PER_WINDOW))
