@@ -170,26 +170,29 @@ def forge_wrote(config, clock, job_id: int, pull: str) -> None:
     """What the jobs process records once the forge answered: the pull request (and its timeline entry), the comment."""
     from domain.board import Board
     from domain.dispatch.forge import ForgePlan, ForgeWrites
+    from integrations.forges import ChangeRequest
     from storage.db import connection
 
     plan = ForgePlan(
         job_id=job_id,
         ticket="PORT-7",
+        role="coder",
         forge="github",
         repo="acme/portfolio",
         branch="svc/port-7-work",
         title="PORT-7: the change",
         body="What it does and why.",
-        draft=True,
         comment="The change is ready for review.",
+        head_sha="a" * 40,
         pull_request=None,
         number=None,
         commented=False,
     )
     writes = ForgeWrites(config, clock, Board(config, clock))
     with connection():
-        writes.pull_request_written(plan, url=pull, created=True)
+        writes.pull_request_known(plan, ChangeRequest(12, pull, created=True))
         writes.comment_written(plan, url=pull + "#issuecomment-1")
+        writes.written(job_id)
 
 
 def test_an_unknown_job_is_a_page_saying_so(api):
@@ -226,7 +229,7 @@ def test_the_scorecard_counts_each_live_rules_jobs_by_state(api):
     table = re.search(r'<table class="scorecard" id="scorecard-jobs">.*?</table>', api.get("/decisions").text, re.S)
     assert table, "no table of the live rules' jobs"
     cells = dict(re.findall(r'<td data-state="(\w+)">(?:<a [^>]*>)?(\d+)', table.group(0)))
-    assert cells == {"queued": "1", "running": "1", "succeeded": "0", "failed": "0", "cancelled": "1"}
+    assert cells == {"queued": "1", "held": "0", "running": "1", "succeeded": "0", "failed": "0", "cancelled": "1"}
     assert re.findall(r'<tr data-rule="(\w+)">', table.group(0)) == ["coder"]
 
 
@@ -253,8 +256,6 @@ def test_a_decision_says_its_mode_and_links_to_the_job_it_queued(api):
 def test_every_kind_of_job_entry_reads_in_words_on_its_tickets_timeline(api, config, clock):
     """A refused output, a cancel, a lease that ran out and the pull request the jobs process opened: each kind of
     entry a job writes on its ticket (the demo tells no dispatch story) reads in words, with a link to its job."""
-    import dataclasses
-
     from domain.board import Board
     from domain.dispatch.forge import ForgeWrites
     from domain.dispatch.jobs import Dispatch
@@ -280,11 +281,12 @@ def test_every_kind_of_job_entry_reads_in_words_on_its_tickets_timeline(api, con
     again = claim(bays[2], "bay-3").json["job"]  # its bay was freed with the lease
     assert again["id"] == lapsed
     assert bays[2].post(f"/api/v1/dispatch/jobs/{lapsed}/result", json=output(again)).status_code == 200
-    forging = dataclasses.replace(config, github_api_token="a-token")  # the plan needs a token to write with
-    writes = ForgeWrites(forging, clock, Board(forging, clock))
-    with connection():
-        plan = writes.plan(lapsed)
-    writes.pull_request_written(plan, url="https://github.com/acme/portfolio/pull/12", created=True)
+    from integrations.forges import ChangeRequest, GitHubForge
+
+    writes = ForgeWrites(config, clock, Board(config, clock))
+    forges = {"github": GitHubForge("https://github.invalid", "a-token")}  # a forge to plan for: nothing is called
+    plan = writes.begin(lapsed, forges=forges)
+    writes.pull_request_known(plan, ChangeRequest(12, "https://github.com/acme/portfolio/pull/12", created=True))
 
     expected = {"PORT-7": ("job_failed", failed), "PORT-8": ("job_cancelled", cancelled)}
     expected |= {"PORT-9": ("job_requeued", lapsed)}

@@ -103,10 +103,10 @@ def test_settled_days_are_kept_and_read_back_the_same(api, clock, db_session):
 
     seed_board(api, tickets={f"PORT-{i}": "queued" for i in range(1, 7)})
     for day in range(3):
-        route(api, envelope("state_changed", f"PORT-{day + 1}"))
-        route(api, envelope("state_changed", f"PORT-{day + 4}", actor=STRANGER))
+        route(api, envelope("state_changed", f"PORT-{day + 1}", at=clock()))
+        route(api, envelope("state_changed", f"PORT-{day + 4}", actor=STRANGER, at=clock()))
         clock.advance(hours=2)
-        route(api, envelope("opened", f"PORT-{day + 1}", actor="github:mona"))
+        route(api, envelope("opened", f"PORT-{day + 1}", actor="github:mona", at=clock()))
         clock.advance(days=1)
     clock.advance(days=2)
     first = card(api)
