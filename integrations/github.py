@@ -44,6 +44,7 @@ from typing import Any
 import requests
 
 from integrations import transport
+from integrations.timestamps import parse_time
 from integrations.transport import TransportError
 
 TARGET = "GitHub"
@@ -352,7 +353,7 @@ def _delivery(record: Any) -> HookDelivery:
         raise ValueError(f"delivery {ident} has no guid")
     if not isinstance(status_code, int) or isinstance(status_code, bool) or not 0 <= status_code <= 999:
         raise ValueError(f"delivery {ident} has no status_code")
-    delivered_at = transport.parse_time(record.get("delivered_at"))
+    delivered_at = parse_time(record.get("delivered_at"))
     if delivered_at is None:
         raise ValueError(f"delivery {ident} has no delivered_at time")
     event, action = record.get("event"), record.get("action")

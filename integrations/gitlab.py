@@ -47,6 +47,7 @@ from urllib.parse import quote
 import requests
 
 from integrations import transport
+from integrations.timestamps import parse_time
 from integrations.transport import TransportError
 
 TARGET = "GitLab"
@@ -399,5 +400,5 @@ def _event(record: Any) -> HookEvent:
         response_status=status[:32],
         idempotency_key=key,
         event_uuid=uuid,
-        created_at=transport.parse_time(record.get("created_at")),
+        created_at=parse_time(record.get("created_at")),
     )

@@ -30,6 +30,7 @@ from typing import Any
 import requests
 
 from integrations import transport
+from integrations.timestamps import parse_time
 from integrations.transport import TransportError
 
 DEFAULT_TIMEOUT = transport.DEFAULT_TIMEOUT
@@ -282,7 +283,7 @@ def _tracker_issue(node: Any) -> TrackerIssue | None:
     state = node.get("state")
     if not isinstance(ident, str) or not ident or not isinstance(updated, str) or not isinstance(state, dict):
         return None
-    moment = transport.parse_time(updated)
+    moment = parse_time(updated)
     if moment is None or not isinstance(state.get("name"), str) or not state["name"]:
         return None
     return TrackerIssue(

@@ -176,24 +176,6 @@ def answered_at(response: requests.Response) -> datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-def iso_time(text: str) -> datetime:
-    """An ISO 8601 time as the wire writes it (`2026-11-24T10:00:00Z`, a lower-case z, or `+01:00`): naive when it
-    names no zone. The one reading of an ISO time in the service (`domain/clock.parse_timestamp` is built on it);
-    raises ValueError."""
-    return datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An ISO 8601 time with its zone, as a sender's answer carries it, as aware UTC; None when it is not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = iso_time(value)
-        return moment.astimezone(UTC) if moment.tzinfo is not None else None
-    except (ValueError, OverflowError):
-        return None
-
-
 def failure(exc: requests.RequestException, target: str, timeout: tuple[float, float]) -> TransportError:
     """The transient error for a call that got no answer. Only the exception's type is kept: its text quotes the URL."""
     if isinstance(exc, requests.Timeout):
