@@ -24,6 +24,9 @@ from domain.router.poller import Poller
 from domain.router.reconciliation import TrackerCatchUp
 from domain.router.shadow import ShadowRouter
 from integrations.forges import Forge
+from integrations.github import GitHub
+from integrations.gitlab import GitLab
+from integrations.linear import LinearTracker
 from jobs.chat_delivery import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
 from jobs.forge_writes import ForgeWrite
@@ -34,6 +37,9 @@ from storage.db import connection
 # How often the lease reaper looks for running jobs whose lease ran out: a job is back in the queue (or failed)
 # within this many seconds of its lease's end, well within the contract's 10.
 REAP_SECONDS = 2.0
+# How often the scorecard's settled days are counted: a day settles once a day, and an import drops the days it
+# touched; a read scans what is not counted yet, so a minute late costs a little, never a wrong number.
+SCORECARD_SECONDS = 60.0
 
 
 def scheduled_jobs(
@@ -50,9 +56,14 @@ def scheduled_jobs(
 
 
 def reconciler(config: Config, clock: Clock, forges: Mapping[str, Forge] | None = None) -> Reconciler:
-    """The reconciler, routing the tracker's missed state changes through a router of its own."""
+    """The reconciler with the senders' clients the configuration names (none where it gives no token), routing
+    the tracker's missed state changes through a router of its own."""
     forges = forge_adapters(config) if forges is None else forges
-    return Reconciler(config, clock, catch_up=TrackerCatchUp(router(config, clock, forges).receive, clock))
+    github = GitHub(config.github_api_url, config.github_api_token) if config.github_api_token else None
+    gitlab = GitLab(config.gitlab_api_url, config.gitlab_api_token) if config.gitlab_api_token else None
+    tracker = LinearTracker(config.tracker_api_url, config.tracker_api_key) if config.tracker_api_key else None
+    catch_up = TrackerCatchUp(router(config, clock, forges).receive, clock)
+    return Reconciler(config, clock, github=github, gitlab=gitlab, tracker=tracker, catch_up=catch_up)
 
 
 def router(config: Config, clock: Clock, forges: Mapping[str, Forge]) -> ShadowRouter:
@@ -114,6 +125,17 @@ def lease_reaper(config: Config, clock: Clock) -> Worker:
     return Worker("lease reaper", step, REAP_SECONDS)
 
 
+def scorecard_counter(clock: Clock) -> Worker:
+    """The worker that counts the scorecard's settled days once and keeps them (`scorecard.keep_settled_days`), so
+    that no read has to."""
+
+    def step() -> bool:
+        with connection():
+            return scorecard.keep_settled_days(now=clock())
+
+    return Worker("scorecard counter", step, SCORECARD_SECONDS)
+
+
 def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) -> JobsProcess:
     """The jobs process on `clock` (real time); `schedule_clock`, when given, is what the schedules are read
     against (a rehearsal, SVC_JOBS_CLOCK_OFFSET) and nothing else."""
@@ -131,5 +153,5 @@ def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) 
         schedule_clock=schedule_clock,
         deliverer=deliverer,
         outage=outage,
-        periodic=[lease_reaper(config, clock)],
+        periodic=[lease_reaper(config, clock), scorecard_counter(clock)],
     )

@@ -347,6 +347,25 @@ def _dispatch_jobs(migrator: SchemaMigrator) -> None:
     DispatchJob.create_table(safe=False)
 
 
+def _scorecard_mark(migrator: SchemaMigrator) -> None:
+    """The scorecard's kept days are counted by the jobs process up to a mark, and only days with entries keep a
+    row: the rows a read used to write (one per day of its range, empty days too) go; the jobs process counts
+    again what is settled."""
+
+    class ScorecardMark(Model):  # the table as version 8 makes it
+        window_seconds = IntegerField(primary_key=True)
+        through = CharField(max_length=10, null=True)
+        version = IntegerField(default=1)
+
+        class Meta:
+            database = migrator.database
+            table_name = "scorecard_mark"
+            legacy_table_names = False
+
+    ScorecardMark.create_table(safe=False)
+    migrator.database.execute_sql('DELETE FROM "scorecard_day"')
+
+
 def _the_loop(migrator: SchemaMigrator) -> None:
     """The loop: a job's failure and forge write said once (the reason column, which held every kind, renamed), its
     retries and a fixer's head; a ticket's job; a decision held while paused; each ticket's pull request."""
@@ -358,7 +377,7 @@ def _the_loop(migrator: SchemaMigrator) -> None:
             database = migrator.database
             table_name = "ticket"
 
-    class PullRequest(Model):  # the table as version 8 makes it
+    class PullRequest(Model):  # the table as version 9 makes it
         ticket = ForeignKeyField(Ticket, column_name="ticket_key", primary_key=True, on_delete="CASCADE")
         forge = CharField(max_length=16)
         repo = CharField(max_length=200, null=True)
@@ -429,7 +448,8 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (5, "accepted delivery ids; the reconciliation ledger", _reconciliation),
     (6, "the router's policy versions; each decision's rule; the rule on scorecard entries", _policy_as_data),
     (7, "dispatch jobs; whether each decision queued one", _dispatch_jobs),
-    (8, "the loop: a job's failure, retry and forge write; a ticket's job and pull request; held decisions", _the_loop),
+    (8, "the scorecard's counted days kept by the jobs process, up to a mark", _scorecard_mark),
+    (9, "the loop: a job's failure, retry and forge write; a ticket's job and pull request; held decisions", _the_loop),
 ]
 
 

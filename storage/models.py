@@ -48,7 +48,7 @@ class UTCDateTimeField(DateTimeField):
             # times the parse). peewee's parser tries its formats with `strptime`, and every ticket, wallet or
             # initiative the router reads carries two or three of these.
             try:
-                value = datetime.fromisoformat(value + "+00:00")
+                value = stored_time(value + "+00:00")
             except ValueError:
                 value = super().python_value(value)
         else:
@@ -277,7 +277,7 @@ class RouterDecision(BaseModel):
     # key, so the two tables refer to each other only one way).
     dispatched = BooleanField(default=False)
     job_id = BigIntegerField(null=True)
-    # While dispatch was paused: the job it would have queued waits, `held` (schema version 8).
+    # While dispatch was paused: the job it would have queued waits, `held` (schema version 9).
     held = BooleanField(default=False)
 
     class Meta:
@@ -366,8 +366,8 @@ class ScorecardEntry(BaseModel):
 
 
 class ScorecardDay(BaseModel):
-    """The scorecard's counts of one settled day (every window closed), per window length: counted once, then
-    read instead of the day's entries."""
+    """The scorecard's counts of one settled day (every window closed) that has entries, for the default window:
+    counted once by the jobs process, then read instead of the day's entries (`ScorecardMark` says how far)."""
 
     window_seconds = IntegerField()
     day = CharField(max_length=10)  # YYYY-MM-DD, UTC
@@ -376,6 +376,16 @@ class ScorecardDay(BaseModel):
 
     class Meta:
         primary_key = CompositeKey("window_seconds", "day", "key")
+
+
+class ScorecardMark(BaseModel):
+    """How far the settled days of one window length are counted: every day up to `through` (YYYY-MM-DD) has its
+    counts in `ScorecardDay`, or has no entries. `version` is bumped by every change, so that a count made while
+    an import dropped the days it covered is never kept (compare-and-swap)."""
+
+    window_seconds = IntegerField(primary_key=True)
+    through = CharField(max_length=10, null=True)  # None: nothing counted yet
+    version = IntegerField(default=1)
 
 
 class RouterPolicyVersion(BaseModel):
@@ -459,7 +469,7 @@ class DispatchJob(BaseModel):
     forge_error = TextField(null=True)
     # machines/forge_write.py: none, held, pending, written, failed, dropped.
     forge_state = CharField(max_length=16, default="none")
-    # Why it failed or was cancelled: output, worker, lease, forge or cancelled, and in words (schema version 8
+    # Why it failed or was cancelled: output, worker, lease, forge or cancelled, and in words (schema version 9
     # renamed `cancel_reason`, which held every kind, to `failure_detail`).
     failure_kind = CharField(max_length=16, null=True)
     failure_detail = TextField(null=True)
@@ -569,7 +579,15 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     Account,
     ScorecardEntry,
     ScorecardDay,
+    ScorecardMark,
     RouterPolicyVersion,
     DispatchJob,
     PullRequest,
 )
+
+
+def stored_time(text: str) -> datetime:
+    """A moment as the database wrote it in text (SQLite's "2026-11-24 14:20:09.337753", an aggregate's, a JSON
+    column's ISO text), read in C: naive when the text names no zone. The one reading of the database's times text;
+    raises ValueError."""
+    return datetime.fromisoformat(text)

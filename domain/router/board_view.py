@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from domain.clock import iso
+from domain.clock import iso, parse_timestamp
 from storage import initiatives, jobs, pull_requests, tickets, wallet
 
 # How far back a backtest's ledger of would-be fixer dispatches reaches (its correction of recorded counts).
@@ -63,7 +63,7 @@ class Facts:
     jobs_running: int = 0
     fixer_dispatches: int | None = None
     age_seconds: float | None = None
-    # Decisions recorded before schema version 8 kept the ticket's initiative (the gate now reads its stage only).
+    # Decisions recorded before schema version 9 kept the ticket's initiative (the gate now reads its stage only).
     ticket_initiative_id: str | None = None
 
     def as_dict(self) -> dict[str, object]:
@@ -103,7 +103,7 @@ def _whole(value: object) -> int | None:
 
 def event_age(occurred_at: str, now: datetime) -> float:
     """Seconds from `occurred_at` (the contract's ISO 8601 with a Z) to `now`; an event from the future is 0 old."""
-    return max(0.0, (now - datetime.fromisoformat(occurred_at)).total_seconds())
+    return max(0.0, (now - parse_timestamp(occurred_at)).total_seconds())
 
 
 class RecordingBoardView:
@@ -327,7 +327,7 @@ class SnapshotBoardView:
 
 
 def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parse_timestamp(text)
 
 
 def dump_snapshot(view: SnapshotBoardView, *, taken_at: datetime) -> str:
