@@ -175,7 +175,9 @@ def test_a_century_on_an_empty_database_is_answered_writing_nothing(api, clock, 
 def test_a_century_with_decisions_answers_as_a_tight_range_and_writes_nothing(api, clock, db_session):
     _history(api, clock)
     _keep(clock)
-    assert route(api, envelope("state_changed", "PORT-1", at=clock()))["outcome"] == "would_dispatch"  # pending, after the mark
+    assert (
+        route(api, envelope("state_changed", "PORT-1", at=clock()))["outcome"] == "would_dispatch"
+    )  # pending, after the mark
     clock.advance(minutes=1)
     before = _rows_of_every_table()
     century = card(api, "?since=1900-01-01T00:00:00Z&until=2999-01-01T00:00:00Z")
