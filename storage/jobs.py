@@ -152,13 +152,13 @@ def fixer_for_head(ticket: str, head_sha: str) -> Job | None:
 
 
 def count_fixers(ticket: str, *, since: datetime | None, other_than_head: str | None) -> int:
-    """The ticket's fixer jobs (queued, held, running or ended) created since `since` (all of them when None), those
+    """The ticket's fixer jobs (queued, held, running or ended) created after `since` (all of them when None), those
     for the head `other_than_head` left out."""
     query = DispatchJob.select(fn.COUNT(DispatchJob.id)).where(
         (DispatchJob.ticket == ticket) & (DispatchJob.role == "fixer")
     )
     if since is not None:
-        query = query.where(DispatchJob.created_at >= since)
+        query = query.where(DispatchJob.created_at > since)
     if other_than_head is not None:
         query = query.where(DispatchJob.head_sha.is_null() | (DispatchJob.head_sha != other_than_head))
     return query.scalar() or 0
@@ -172,7 +172,7 @@ def fixer_times_since_green() -> dict[str, list[datetime]]:
         .join(PullRequest, JOIN.LEFT_OUTER, on=(PullRequest.ticket == DispatchJob.ticket))
         .where(
             (DispatchJob.role == "fixer")
-            & (PullRequest.green_at.is_null() | (DispatchJob.created_at >= PullRequest.green_at))
+            & (PullRequest.green_at.is_null() | (DispatchJob.created_at > PullRequest.green_at))
         )
         .order_by(DispatchJob.id)
     )
