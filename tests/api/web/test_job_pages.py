@@ -14,6 +14,7 @@ import pytest
 from dispatch_kit import board, claim, output, policy, queue_job, set_policy, worker
 
 from domain.clock import iso
+from storage.db import connection
 
 from router_kit import allowlisted
 from testclient import ApiClient
@@ -297,3 +298,25 @@ def test_every_kind_of_job_entry_reads_in_words_on_its_tickets_timeline(api, con
     pull = re.search(r'data-kind="pull_request".*?</li>', api.get("/tickets/PORT-9").text, re.S)
     assert pull and 'href="https://github.com/acme/portfolio/pull/12"' in pull.group(0)
     assert f'href="/jobs/{lapsed}"' in pull.group(0)
+
+
+def test_an_operator_may_run_a_failed_job_again_and_retry_its_failed_forge_write_from_its_page(api):
+    (job_id,) = live(api, "PORT-7")
+    bay = worker(api)
+    job = claim(bay).json["job"]
+    bay.post(f"/api/v1/dispatch/jobs/{job_id}/result", json=output(job, "failed"))
+    html = api.get(f"/jobs/{job_id}").text
+    assert f'data-endpoint="/api/v1/dispatch/jobs/{job_id}/retry"' in html and "Run again" in html
+    assert "the worker said it failed" in text_of(html) and 'class="failure-kind" data-kind="worker"' in html
+    assert "Its forge write: nothing to write" in text_of(html) and "forge/retry" not in html
+    again = api.post(f"/api/v1/dispatch/jobs/{job_id}/retry", json={}).json
+    html = api.get(f"/jobs/{again['id']}").text
+    assert f'It runs job <a href="/jobs/{job_id}">{job_id}</a> again.' in html
+    from storage.models import DispatchJob
+
+    with connection():
+        DispatchJob.update(state="succeeded", forge_state="failed", failure_kind="forge").where(
+            DispatchJob.id == job_id
+        ).execute()
+    html = api.get(f"/jobs/{job_id}").text
+    assert f'data-endpoint="/api/v1/dispatch/jobs/{job_id}/forge/retry"' in html and "Retry the forge write" in html
