@@ -84,9 +84,8 @@ def dispatched(app, tmp_path, database_url):
                 headers={"If-Match": current.headers["ETag"]},
             )
             assert changed.status_code == 200, changed.text
-            event = envelope("pipeline_failed", "PORT-7")
+            event = envelope("pipeline_failed", "PORT-7", at=datetime.now(UTC))  # fresh when judged
             event["subject"]["repo"] = REPO
-            event["occurred_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the fresh gate's
             routed = requests.post(
                 f"{base}/api/v1/events", json=event, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=30
             )
@@ -158,7 +157,7 @@ def test_svc_worker_walks_a_ticket_from_queued_to_done_and_its_bay_takes_the_nex
 
             def event(document: dict) -> dict:
                 document["subject"]["repo"] = REPO
-                document["occurred_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                document["occurred_at"] = envelope("opened", "PORT-7", at=datetime.now(UTC))["occurred_at"]
                 answer = requests.post(
                     f"{api}/events", json=document, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=30
                 )
