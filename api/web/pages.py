@@ -22,7 +22,7 @@ from domain.ops import agents_strip, runs
 from domain.router import reconciliation
 from domain.router.gates import AGREED_INITIATIVE_STAGES
 from domain.router.policy_versions import Thresholds
-from domain.router.shadow import OUTCOMES, SOURCES
+from domain.router.shadow import OUTCOMES, OWN, SOURCES
 from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage.paging import InvalidCursor
 
@@ -286,6 +286,11 @@ class DecisionsPage:
                     "Only decisions evaluated at or after this time: ISO 8601 with a zone, or without one (UTC).",
                 ),
                 Param(
+                    "include",
+                    {"type": "string", "enum": ["", OWN]},
+                    "own: the service's own events' decisions too (left out otherwise, as by the API).",
+                ),
+                Param(
                     "window_seconds",
                     {"type": "string"},
                     "The scorecard's window: how long after a decision the team's taking it up counts (default a day).",
@@ -310,6 +315,7 @@ class DecisionsPage:
                 "source": params.choice(req, "source", SOURCES),
                 "subject_id": _subject(req),
                 "since": _since(req),
+                "include": params.choice(req, "include", (OWN,)),
             }
         except InvalidQuery as exc:
             # A person who typed `?since=yesterday` reads a page that says what was wrong, not a problem document.
@@ -321,7 +327,12 @@ class DecisionsPage:
         if freshness.unchanged(req, resp, tag):
             return
         try:
-            rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, **filters)
+            rows, after = self.router.decisions(
+                limit=DECISIONS_PER_PAGE,
+                cursor=cursor,
+                include_own=filters["include"] == OWN,
+                **{name: value for name, value in filters.items() if name != "include"},
+            )
         except InvalidCursor:
             # A link cut short or typed by hand: the page says so, like a bad filter.
             self._render(req, resp, now, refused=InvalidQuery("cursor", "not a link to older decisions this page made"))
@@ -343,7 +354,7 @@ class DecisionsPage:
     ) -> None:
         """The page: the decisions `rows` found with `filters`, or, when a filter or the link was `refused`, the
         form left empty and what was wrong (400)."""
-        filters = filters or dict.fromkeys(("outcome", "source", "subject_id", "since"))
+        filters = filters or dict.fromkeys(("outcome", "source", "subject_id", "since", "include"))
         rows = rows or []
         on_board = self.board.on_board({row.subject_id for row in rows if row.subject_id})
         given = {name: _query_value(value) for name, value in filters.items() if value}

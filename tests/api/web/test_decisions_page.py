@@ -294,6 +294,7 @@ def test_every_control_has_a_label(routed):
         "source",
         "subject_id",
         "since",
+        "include",
         "window_seconds",
         "reason",
         "force",
@@ -342,3 +343,19 @@ def test_a_ticket_page_shows_the_latest_decisions_about_it(routed):
     assert "/decisions?subject_id=PORT-12" in found.links
     quiet = Page(routed.get("/tickets/PORT-14").text)
     assert [(d["data-source"], d["data-outcome"]) for d in quiet.decisions] == [("poller", "no_action")]
+
+
+def test_the_services_own_events_are_left_out_unless_asked_for_as_the_api_does(routed):
+    own = copy.deepcopy(example("envelopes/valid/cleared.json"))
+    own["actor"] = {"kind": "system", "id": "svc:router", "roles": []}  # the service's own move, not Ada's
+    answered = routed.post("/api/v1/events", json=own, auth="ci")
+    assert answered.json["decision"]["outcome"] == "own"
+    hidden = page(routed)
+    assert "own" not in {d["data-outcome"] for d in hidden.decisions} and len(hidden.decisions) == 6
+    assert "the service's own events left out" in routed.get("/decisions").text
+    shown = page(routed, "?include=own")
+    assert [d["data-outcome"] for d in shown.decisions][0] == "own" and len(shown.decisions) == 7
+    listed = [d["id"] for d in routed.get("/api/v1/router/decisions?include=own").json["decisions"]]
+    assert [int(d["data-id"]) for d in shown.decisions] == listed
+    assert 'name="include" type="checkbox" value="own" checked' in routed.get("/decisions?include=own").text
+    assert routed.get("/decisions?include=all").status_code == 400
