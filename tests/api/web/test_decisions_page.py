@@ -354,7 +354,7 @@ def test_the_services_own_events_are_left_out_unless_asked_for_as_the_api_does(r
     assert "own" not in {d["data-outcome"] for d in hidden.decisions} and len(hidden.decisions) == 6
     assert "the service's own events left out" in routed.get("/decisions").text
     shown = page(routed, "?include=own")
-    assert [d["data-outcome"] for d in shown.decisions][0] == "own" and len(shown.decisions) == 7
+    assert shown.decisions[0]["data-outcome"] == "own" and len(shown.decisions) == 7
     listed = [d["id"] for d in routed.get("/api/v1/router/decisions?include=own").json["decisions"]]
     assert [int(d["data-id"]) for d in shown.decisions] == listed
     assert 'name="include" type="checkbox" value="own" checked' in routed.get("/decisions?include=own").text
