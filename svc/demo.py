@@ -21,7 +21,8 @@ not know); bay wipes are recorded only, except one wipe that runs a real command
 so the slot steward's retry shows. The router judges under the demo's own policy (`policy_in_force`: the first
 policy's rules, with the allowlist the story is written for, `DEMO_ALLOWLIST`), adopted as a new version of the
 database's policy before the story starts, so every outcome occurs (`would_dispatch`, `blocked`, `no_action`,
-`rejected`) and the service started afterwards judges the same way: under it nothing flips.
+`rejected`, and `own` for the service's own events; not `stuck`: no rule is live) and the service started
+afterwards judges the same way: under it nothing flips.
 """
 
 from __future__ import annotations
@@ -87,12 +88,15 @@ RETRY_OFFSETS = (timedelta(seconds=6), timedelta(seconds=21), timedelta(seconds=
 
 def sent_at(document: dict[str, Any], at: datetime, *, attempt: int) -> None:
     """Stamp an example as its sender would send it at `at`: Linear signs the time of sending
-    (`webhookTimestamp`, checked against the replay window); GitHub's body carries the time of the change. The
-    story sends the same red pipeline three times: each is a re-run of the workflow (`run_attempt`), as GitHub
-    sends it, and so a new event, not a redelivery of the first."""
+    (`webhookTimestamp`, checked against the replay window) beside the time of the action (`createdAt`); GitHub's
+    body carries the time of the change. Both are the story's, so the router's `fresh` gate sees news, not the
+    examples' own date. The story sends the same red pipeline three times: each is a re-run of the workflow
+    (`run_attempt`), as GitHub sends it, and so a new event, not a redelivery of the first."""
     stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     if "webhookTimestamp" in document:
         document["webhookTimestamp"] = int(at.timestamp() * 1000)
+        if "createdAt" in document:
+            document["createdAt"] = at.strftime("%Y-%m-%dT%H:%M:%S.000Z")
     if isinstance(document.get("pull_request"), dict):
         document["pull_request"]["updated_at"] = stamp
     if isinstance(document.get("workflow_run"), dict):
@@ -558,7 +562,8 @@ class Story:
         self.github(56, "pull_request", "pull_request.synchronize.json")
         self.github(55, "workflow_run", "workflow_run.completed-failure.json")  # red again: the fixer, twice
         self.github(54, "pull_request", "pull_request.synchronize.json")
-        self.github(53, "workflow_run", "workflow_run.completed-failure.json")  # the retry budget is spent
+        # Red a third time: the retry budget counts fixer jobs, and a rule in shadow mode queues none.
+        self.github(53, "workflow_run", "workflow_run.completed-failure.json")
         self.rejected(30, "unknown-actor-kind.json")
         self.github(1.5, "workflow_run", "workflow_run.in_progress.json")
         self.github(0.6, "workflow_run", "workflow_run.completed-success.json")

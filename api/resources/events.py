@@ -58,7 +58,8 @@ class Events:
     operations = {
         "POST": Operation(
             'Route one svc.normalized-event/v0 envelope, or a batch {"events": [...]} of at most 500 '
-            "(shadow mode: decisions are recorded, nothing is dispatched)",
+            "(each decision is recorded; a live rule's passing decision queues a job, and an event about a ticket's "
+            "pull request or its pipeline moves the ticket)",
             auth=CI,
             request="event-request.json",
             request_checked="event-submission.json",

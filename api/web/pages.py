@@ -264,14 +264,15 @@ def _subject(req: falcon.Request) -> str | None:
 
 
 class DecisionsPage:
-    """The shadow router's recorded decisions: a plain GET form filters them, keyset pages go back in time.
+    """The router's recorded decisions: a plain GET form filters them, keyset pages go back in time.
 
     It reads through `ShadowRouter.decisions`, the unit `GET /api/v1/router/decisions` uses.
     """
 
     operations = {
         "GET": _html(
-            "The shadow router's decisions, newest first, filtered by outcome, source and subject",
+            "The router's decisions, newest first, filtered by outcome, source and subject (the service's own "
+            "events only with include=own)",
             params=(
                 Param("outcome", {"type": "string", "enum": ["", *OUTCOMES]}, "Empty for any outcome."),
                 Param("source", {"type": "string", "enum": ["", *SOURCES]}, "Empty for any source."),
