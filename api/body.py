@@ -174,7 +174,7 @@ def read_json(req: falcon.Request, *, schema: str | None, limit: int, optional: 
     return contracts.check(schema, document) if schema else document
 
 
-def json_object(data: bytes) -> dict[str, Any] | None:
+def json_object(data: bytes) -> dict[str, object] | None:
     """The JSON object `data` holds, or None when it holds none: empty, not UTF-8 JSON (or JSON no database can
     hold), an array or a scalar. A worker's result is judged so: anything else fails its job (`/bad-output`)."""
     if not data.strip():

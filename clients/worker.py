@@ -378,13 +378,13 @@ def _pass_through(process: subprocess.Popen, err: TextIO, last: list[str]) -> No
             last[:] = [line.strip()]
 
 
-def crashed(job: dict[str, Any], command: Sequence[str], code: int | None, last: str | None) -> bytes:
+def crashed(job: Mapping[str, object], command: Sequence[str], code: int | None, last: str | None) -> bytes:
     """The `failed` output of a command that exited non-zero, or printed nothing: what ran, how it ended, and the
     last line it wrote to its standard error."""
     ticket = job.get("ticket")
     key = ticket.get("key") if isinstance(ticket, dict) else ticket
     words = f"{command[0]} exited {code}: {last or '(nothing on its standard error)'}"
-    document: dict[str, Any] = {
+    document: dict[str, object] = {
         "schema": OUTPUT_SCHEMA,
         "ticket": key,
         "role": job.get("role"),

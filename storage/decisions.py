@@ -108,7 +108,7 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
     # Raw column values: the caller parses the JSON it needs (a decision without facts needs none of it).
     columns = ", ".join(f'"{f.column_name}"' for f in fields)
     # A rejected envelope has nothing to evaluate; the service's own events are no one's decision to judge.
-    params: list[Any] = ["rejected", "own"]
+    params: list[object] = ["rejected", "own"]
 
     def sql(p: str) -> str:
         conditions = [f'"outcome" <> {p}', f'"outcome" <> {p}', f'"id" > {p}']

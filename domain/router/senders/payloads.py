@@ -114,7 +114,7 @@ def event_id(prefix: str, delivery: str | None, raw: bytes) -> str:
     return f"{prefix}:sha256-{hashlib.sha256(raw).hexdigest()[:48]}"
 
 
-def commit_id(value: Any) -> str | None:
+def commit_id(value: object) -> str | None:
     """A git commit id as a sender names it (40 hex digits, or 64), lower-cased; None for anything else."""
     if not isinstance(value, str):
         return None
