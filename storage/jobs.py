@@ -17,6 +17,7 @@ from storage.paging import decode_cursor, page_of
 __all__ = ["Job"]
 
 _TABLE = DispatchJob._meta.table_name
+_PULL_REQUESTS = PullRequest._meta.table_name
 # pg_advisory_xact_lock key of the claims (the migrations' is 0x5C5D_0001): any constant no other application uses.
 _PG_CLAIMS_KEY = 0x5C5D_0002
 QUEUED, HELD, RUNNING = "queued", "held", "running"
@@ -151,17 +152,21 @@ def fixer_for_head(ticket: str, head_sha: str) -> Job | None:
     return found[0] if found else None
 
 
-def count_fixers(ticket: str, *, since: datetime | None, other_than_head: str | None) -> int:
-    """The ticket's fixer jobs (queued, held, running or ended) created after `since` (all of them when None), those
-    for the head `other_than_head` left out."""
-    query = DispatchJob.select(fn.COUNT(DispatchJob.id)).where(
-        (DispatchJob.ticket == ticket) & (DispatchJob.role == "fixer")
-    )
-    if since is not None:
-        query = query.where(DispatchJob.created_at > since)
-    if other_than_head is not None:
-        query = query.where(DispatchJob.head_sha.is_null() | (DispatchJob.head_sha != other_than_head))
-    return query.scalar() or 0
+def count_fixers_since_green(ticket: str, *, other_than_head: str | None) -> int:
+    """The ticket's fixer jobs (queued, held, running or ended) since its pull request's last green pipeline (all of
+    them when it has none), those for the head `other_than_head` left out. One composed statement: the retry budget
+    gate reads it for every event a fixer rule matches."""
+
+    def sql(p: str) -> str:
+        other = f' AND (j."head_sha" IS NULL OR j."head_sha" <> {p})' if other_than_head else ""
+        # Our own tables; every value is a parameter.
+        green = f'SELECT 1 FROM "{_PULL_REQUESTS}" AS pr WHERE pr."ticket_key" = j."ticket"'  # noqa: S608
+        green += ' AND pr."green_at" IS NOT NULL AND j."created_at" <= pr."green_at"'
+        where = f'j."ticket" = {p} AND j."role" = {p}{other} AND NOT EXISTS ({green})'
+        return f'SELECT COUNT(*) FROM "{_TABLE}" AS j WHERE {where}'  # noqa: S608
+
+    params: list[object] = [ticket, "fixer", *([other_than_head] if other_than_head else [])]
+    return statements.scalar(("fixers_since_green", other_than_head is not None), sql, params) or 0
 
 
 def fixer_times_since_green() -> dict[str, list[datetime]]:

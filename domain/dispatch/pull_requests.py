@@ -188,15 +188,15 @@ class PullRequestLoop:
         would have said so was missed)."""
         subject = _part(envelope, "subject")
         key = subject.get("id") if subject.get("type") == "ticket" else None
-        if not isinstance(key, str) or not tickets.exists(key):
+        if not isinstance(key, str):
             return None
         mine = pull_requests.of_ticket(key)
         if head is None:
-            return mine if mine is None or mine.state == pull_requests.OPEN else None
+            return mine if mine is not None and mine.state == pull_requests.OPEN else None
         forge = _forge(envelope)
         number, repo = forge.get("pr_number"), subject.get("repo")
-        if mine is not None or not isinstance(number, int):
-            return None  # an older head than its pull request's latest, or a branch's own pipeline
+        if mine is not None or not isinstance(number, int) or not tickets.exists(key):
+            return None  # an older head than its pull request's latest, a branch's own pipeline, no such ticket
         return pull_requests.put(
             key,
             forge=forge_of(envelope),

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from domain.clock import iso, parse_timestamp
-from storage import initiatives, jobs, pull_requests, tickets, wallet
+from storage import initiatives, jobs, tickets, wallet
 
 # How far back a backtest's ledger of would-be fixer dispatches reaches (its correction of recorded counts).
 RETRY_WINDOW = timedelta(days=1)
@@ -235,8 +235,7 @@ class LiveBoardView:
         return jobs.count_running()
 
     def fixer_dispatches(self, key: str, head_sha: str | None) -> int:
-        mine = pull_requests.of_ticket(key)
-        return jobs.count_fixers(key, since=mine.green_at if mine is not None else None, other_than_head=head_sha)
+        return jobs.count_fixers_since_green(key, other_than_head=head_sha)
 
     def age_seconds(self, occurred_at: str, now: datetime) -> float:
         return event_age(occurred_at, now)
