@@ -336,6 +336,7 @@ def user(args: argparse.Namespace) -> int:
     from storage import db, migrations
 
     config = load_config()
+    passwords = accounts.Passwords.from_config(config)
     bootstrap = _bootstrap_user(config)
     reserved = frozenset({bootstrap}) if bootstrap else frozenset()
     try:
@@ -346,12 +347,14 @@ def user(args: argparse.Namespace) -> int:
             accounts.check_name(args.name, reserved=reserved)
             if accounts.current(args.name) is not None:
                 raise Conflict(f"an account called {args.name!r} exists already (new password: svc user passwd)")
-            row = accounts.add(args.name, args.role, _read_password(confirm=True), reserved=reserved)
+            row = accounts.add(
+                args.name, args.role, _read_password(confirm=True), passwords=passwords, reserved=reserved
+            )
             print(f"svc user: added {row.name} ({row.role}: {accounts.ROLE_MEANING[row.role]})")
         elif args.action == "passwd":
             if accounts.current(args.name) is None:
                 raise NotFound("account", args.name)
-            accounts.change_password(args.name, _read_password(confirm=True))
+            accounts.change_password(args.name, _read_password(confirm=True), passwords=passwords)
             print(f"svc user: changed the password of {args.name}; the old one stops working within seconds")
         elif args.action == "role":
             accounts.change_role(args.name, args.role)

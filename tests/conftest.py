@@ -24,6 +24,25 @@ DATABASE_TESTS_ONLY = os.environ.get("SVC_TEST_DATABASE_TESTS_ONLY") == "1"
 DATABASE_FIXTURES = frozenset({"database_url", "session_database_url", "scratch"})
 CI_SECRET = "test-ci-secret-0123456789abcdef"
 BASIC = "admin:correct-horse-battery"
+# argon2id at its cheapest for every password the suite hashes, as healthchecks' test runner swaps its hasher "for
+# speed": production's cost is 0.2-0.4 s an account on this machine. The apps the tests build read it from their
+# config (`config_factory`), the `svc` processes they start from their environment (`processes.svc_env`), and a
+# test adding an account in-process hashes with PASSWORDS. tests/domain/test_accounts.py keeps production's cost.
+CHEAP_PASSWORD_HASHING = {
+    "SVC_PASSWORD_TIME_COST": "1",
+    "SVC_PASSWORD_MEMORY_KIB": "8",
+    "SVC_PASSWORD_PARALLELISM": "1",
+}
+
+
+def _cheap_passwords():
+    from domain.accounts import Passwords
+    from domain.config import Config
+
+    return Passwords.from_config(Config.from_env(CHEAP_PASSWORD_HASHING))
+
+
+PASSWORDS = _cheap_passwords()
 
 
 def pytest_report_header(config):
@@ -178,6 +197,9 @@ def config_factory(tmp_path: Path, database_url: str):
             basic_auth=BASIC,
             # Tests read the snapshot right after changing the board on a clock that stands still.
             snapshot_max_age=0,
+            password_time_cost=PASSWORDS.hasher.time_cost,
+            password_memory_kib=PASSWORDS.hasher.memory_cost,
+            password_parallelism=PASSWORDS.hasher.parallelism,
         )
         values.update(overrides)
         return Config(**values)

@@ -8,6 +8,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.prometheus import AppendOnlyCount, RequestMetrics
 
+from conftest import PASSWORDS
+
 NOTIFY = "/api/v1/agents/writing/notify"
 
 
@@ -199,7 +201,7 @@ def test_dispatch_jobs_queued_and_running_and_the_forge_writes_backlog(api):
     seed_board(api, tickets={"PORT-7": "queued", "PORT-8": "queued"})
     make_job("PORT-7")
     make_job("PORT-8")
-    accounts.add("bay-1", "worker", "worker-password-1")
+    accounts.add("bay-1", "worker", "worker-password-1", passwords=PASSWORDS)
     assert claim(ApiClient(api.client.app, basic="bay-1:worker-password-1", ci_secret="")).status_code == 200
     jobs = scrape(api)["svc_dispatch_jobs"]
     assert (value(jobs, "svc_dispatch_jobs", state="queued"), value(jobs, "svc_dispatch_jobs", state="running")) == (

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from board import BoardClient
+from conftest import PASSWORDS
 
 PAGES = ["/", "/initiatives", "/decisions", "/tickets/PORT-1", "/fragments/needs-you"]
 
@@ -217,8 +218,8 @@ def test_people_never_share_a_tag(board, app):
     from conftest import CI_SECRET
     from testclient import ApiClient
 
-    accounts.add("vera", "viewer", "vera-password-1")
-    accounts.add("olga", "operator", "olga-password-1")
+    accounts.add("vera", "viewer", "vera-password-1", passwords=PASSWORDS)
+    accounts.add("olga", "operator", "olga-password-1", passwords=PASSWORDS)
     viewer = ApiClient(app, basic="vera:vera-password-1", ci_secret=CI_SECRET)
     operator = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
     for path in PAGES:
