@@ -18,10 +18,11 @@ from fakes import FakeClock
 from testclient import ApiClient
 
 BACKEND = os.environ.get("SVC_TEST_DATABASE", "sqlite").strip() or "sqlite"
-# `make test` runs the suite on SQLite, then on PostgreSQL with this set: the second run takes only the tests that
-# use a database, since the others would do exactly what they did in the first (`make test-postgres` alone runs all).
-DATABASE_TESTS_ONLY = os.environ.get("SVC_TEST_DATABASE_TESTS_ONLY") == "1"
-DATABASE_FIXTURES = frozenset({"database_url", "session_database_url", "scratch"})
+# `make test` runs every test on SQLite, then on PostgreSQL with this set: the second run takes only the tests marked
+# `both_backends`, those whose result depends on the database (storage, races, scale-out, outage, crash safety,
+# backup, reconcile, the fuzz of writing operations). The others would do exactly what they did in the first run;
+# `make test-postgres` runs them all on PostgreSQL. tests/test_suite_split.py keeps the marking honest.
+BOTH_BACKENDS_ONLY = os.environ.get("SVC_TEST_BOTH_BACKENDS_ONLY") == "1"
 CI_SECRET = "test-ci-secret-0123456789abcdef"
 BASIC = "admin:correct-horse-battery"
 # argon2id at its cheapest for every password the suite hashes, as healthchecks' test runner swaps its hasher "for
@@ -51,19 +52,19 @@ def pytest_report_header(config):
     else:
         parts = urlsplit(BACKEND)
         lines = [f"svc database backend: PostgreSQL at {parts.hostname}:{parts.port or 5432}"]
-    if DATABASE_TESTS_ONLY:
+    if BOTH_BACKENDS_ONLY:
         lines.append(
-            "svc: only the tests that use a database run here (SVC_TEST_DATABASE_TESTS_ONLY=1); the others ran in the "
+            "svc: only the tests marked both_backends run here (SVC_TEST_BOTH_BACKENDS_ONLY=1); the others ran in the "
             "first backend's run and are deselected"
         )
     return lines
 
 
 def pytest_collection_modifyitems(config, items):
-    if not DATABASE_TESTS_ONLY:
+    if not BOTH_BACKENDS_ONLY:
         return
-    kept = [item for item in items if DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))]
-    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    kept = [item for item in items if item.get_closest_marker("both_backends") is not None]
+    config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("both_backends") is None])
     items[:] = kept
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import pytest
+
 from api.auth import PeopleCredentials
 from domain import accounts
 from storage import db as storage_db
@@ -16,6 +18,8 @@ from conftest import CI_SECRET, PASSWORDS
 from processes import wait_until
 from servers.tcp_relay import TcpRelay
 from testclient import ApiClient
+
+pytestmark = pytest.mark.both_backends
 
 PASSWORD = "olga-password-1"
 

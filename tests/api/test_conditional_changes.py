@@ -11,6 +11,8 @@ from domain.clock import iso
 from conftest import CI_SECRET, PASSWORDS
 from testclient import ApiClient
 
+pytestmark = pytest.mark.both_backends
+
 ADA = ("ada", "ada-password-1")
 
 

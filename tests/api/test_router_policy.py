@@ -17,6 +17,8 @@ from events_kit import ALLOWLIST, seed_board
 from router_kit import STRANGER, envelope, route
 from testclient import ApiClient
 
+pytestmark = pytest.mark.both_backends
+
 VERA = ("vera", "vera-password-1")  # a viewer
 
 

@@ -2,6 +2,8 @@
 
 import pytest
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def initiative(api):

@@ -39,6 +39,7 @@ def test_the_user_commands_as_a_script_runs_them(tmp_path, database_url):
     assert listed(tmp_path, database_url) == [("alice", "operator")]
 
 
+@pytest.mark.both_backends
 def test_removal_and_a_new_password_reach_a_second_server_on_the_same_database(tmp_path, database_url):
     first, one = start_service(tmp_path, database_url, **SERVER_ENV)
     second, two = start_service(tmp_path, database_url, **SERVER_ENV)

@@ -32,7 +32,7 @@ from processes import ServiceProcess, start_service, svc_env, wait_until
 from router_kit import envelope
 from servers.forges import GITHUB_TOKEN, FakeGitHub
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 ENV = {"SVC_CI_WEBHOOK_SECRET": CI_SECRET, "SVC_BASIC_AUTH": BASIC, "SVC_THREADS": "8"}
 JOBS = 12

@@ -47,6 +47,7 @@ def run_count(agent_id: str) -> int:
         return len(runs.latest(agent_id, 10))
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(
     ("agent_id", "cron"),
     [("ops-daily-pulse", "0 8 * * *"), ("ops-weekly-digest", "0 9 * * 1"), ("idle-reclaim", "0 4 * * *")],

@@ -3,6 +3,7 @@ password is its argon2id hash alone."""
 
 from datetime import UTC, datetime
 
+import pytest
 from playhouse.migrate import SchemaMigrator
 from playhouse.migrate import migrate as apply_operations
 
@@ -11,6 +12,8 @@ from storage import migrations
 from storage.models import Account, Initiative, SchemaVersion, Wallet
 
 from conftest import PASSWORDS
+
+pytestmark = pytest.mark.both_backends
 
 
 def _columns(model) -> set[str]:

@@ -33,6 +33,8 @@ from servers.forges import GITLAB_TOKEN as GITLAB_API_TOKEN
 from servers.linear import API_KEY, FakeLinear
 from testclient import ApiClient
 
+pytestmark = pytest.mark.both_backends
+
 CI_SECRET = "test-ci-secret-0123456789abcdef"
 HOOK = "repos/acme/portfolio/hooks/467123908"
 OTHER_HOOK = "repos/acme/billing/hooks/12"

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from domain.errors import PreconditionFailed
 from domain.router import policy_versions
 from domain.router.policy import Policy
+
+pytestmark = pytest.mark.both_backends
 
 THRESHOLDS = policy_versions.Thresholds(days=14, min_settled=20, min_agreement=0.8)
 
