@@ -61,6 +61,12 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if {"module_database_url", "database_url"} <= set(getattr(item, "fixturenames", ())):
+            raise pytest.UsageError(
+                f"{item.nodeid} asks for database_url beside module_database_url: on PostgreSQL both are this "
+                "worker's database, and database_url empties it under the module's fixture"
+            )
     if not BOTH_BACKENDS_ONLY:
         return
     kept = [item for item in items if item.get_closest_marker("both_backends") is not None]
@@ -119,6 +125,20 @@ def sqlite_template(tmp_path_factory) -> Path | None:
 def database_url(tmp_path: Path, session_database_url: str | None, sqlite_template: Path | None) -> str:
     if session_database_url is None:
         path = tmp_path / "svc.sqlite3"
+        shutil.copyfile(sqlite_template, path)
+        return f"sqlite:///{path}"
+    _empty_postgres(session_database_url)
+    return session_database_url
+
+
+@pytest.fixture(scope="module")
+def module_database_url(tmp_path_factory, session_database_url: str | None, sqlite_template: Path | None) -> str:
+    """A database for one module whose tests only read what a module-scoped fixture put there once (a server filled
+    once, the demo): a copy of the migrated template on SQLite; on PostgreSQL this worker's database, emptied now.
+    pytest ends a module's fixtures before another module's tests run, so no other test empties it meanwhile; a test
+    using it must not also ask for `database_url`, which empties the same PostgreSQL database."""
+    if session_database_url is None:
+        path = tmp_path_factory.mktemp("module") / "svc.sqlite3"
         shutil.copyfile(sqlite_template, path)
         return f"sqlite:///{path}"
     _empty_postgres(session_database_url)
