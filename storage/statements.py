@@ -70,6 +70,9 @@ class Statement:
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     auto: str | None = None
     returning: bool = False
+    # A hand-written statement: the code of the function that wrote it, held so that its id, under which the
+    # statement is kept (`_written`), is never another's.
+    writer: object = None
 
 
 # Every statement composed so far, by what it is and the kind of database it is for (one per model, columns and
@@ -201,22 +204,35 @@ def select_one(model: type[Model], where: Mapping[str, Any], *, for_update: bool
 
 def rows(model: type[Model], key: tuple, tail: Callable[[str], str], params: list[Any]) -> list[Any]:
     """The records of `model`'s rows for a hand-written `WHERE ... ORDER BY ... LIMIT ...` tail: `tail(mark)` writes
-    it with `mark` where each parameter goes; `params` are database values already. `key` names the statement."""
+    it with `mark` where each parameter goes; `params` are database values already. `key` tells apart the tails
+    this one `tail` writes (see `_written`)."""
 
     def compose(database) -> Statement:
-        return _select(database, model, tail(database.param))
+        return dataclasses.replace(_select(database, model, tail(database.param)), writer=tail.__code__)
 
-    database, statement = _prepared(("rows", model, *key), compose)
+    database, statement = _prepared(("rows", model, *_written(tail, key)), compose)
     return [_record(statement, row) for row in database.execute_sql(statement.sql, params).fetchall()]
 
 
 # -- hand-written ------------------------------------------------------------------------------------------------
 # `sql(mark)` writes the statement with `mark` (the database's `param`: `?` on SQLite, `%s` on PostgreSQL) where each
-# parameter goes; `params` are database values already (`field.db_value`); `key` names the statement.
+# parameter goes; `params` are database values already (`field.db_value`); `key` tells apart the statements that
+# one `sql` writes (see `_written`).
+
+
+def _written(sql: Callable[[str], str], key: tuple) -> tuple:
+    """What a hand-written statement is kept under: the code of the function that writes it (by identity: its id,
+    the statement holding the code), then `key`. Two call sites never share a statement whatever keys they pass:
+    each `sql`, a lambda or a nested function, has a code of its own, the same on every call. So `key` need only
+    tell apart what one `sql` writes differently from call to call, as the number of marks in an IN list."""
+    return (id(sql.__code__), *key)
 
 
 def _cursor(key: tuple, sql: Callable[[str], str], params: list[Any]):
-    database, statement = _prepared(key, lambda database: Statement(sql(database.param)))
+    def compose(database) -> Statement:
+        return Statement(sql(database.param), writer=sql.__code__)
+
+    database, statement = _prepared(_written(sql, key), compose)
     return database.execute_sql(statement.sql, params)
 
 
