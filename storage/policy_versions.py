@@ -3,6 +3,7 @@ newest is the policy in force, and none is ever changed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,22 @@ from storage.models import RouterPolicyVersion
 from storage.paging import decode_cursor, page_of
 
 _TABLE = RouterPolicyVersion._meta.table_name
+
+
+@statements.record_of(RouterPolicyVersion)
+@dataclass(slots=True, eq=False)
+class PolicyVersionRecord:
+    """A stored version as it is read: its document parsed, `forced` the reason given for forcing it (None: not
+    forced), `replaces` the id of the version it followed (0 for the first)."""
+
+    id: int
+    version: str
+    document: dict[str, Any]
+    set_by: str | None
+    set_at: datetime
+    reason: str
+    forced: str | None
+    replaces: int
 
 
 def newest_version() -> tuple[int, str] | None:
@@ -24,12 +41,12 @@ def newest_version() -> tuple[int, str] | None:
     return (found[0], found[1]) if found else None
 
 
-def get(version_id: int) -> Any | None:
+def get(version_id: int) -> PolicyVersionRecord | None:
     """The version with this id (a record, its document parsed), or None."""
     return statements.select_one(RouterPolicyVersion, {"id": version_id})
 
 
-def newest() -> Any | None:
+def newest() -> PolicyVersionRecord | None:
     """The policy in force (a record), or None."""
     found = newest_version()
     return get(found[0]) if found is not None else None
@@ -44,7 +61,7 @@ def add(
     reason: str,
     forced: str | None,
     replaces: int,
-) -> Any:
+) -> PolicyVersionRecord:
     """Store a new version after the one with id `replaces` (0: the first). A concurrent change made after the same
     version fails here with IntegrityError (`replaces` is unique), and its unit of work starts over."""
     return statements.insert(
@@ -61,11 +78,13 @@ def add(
     )
 
 
-def page(*, limit: int, cursor: str | None = None) -> tuple[list[RouterPolicyVersion], str | None]:
+def page(*, limit: int, cursor: str | None = None) -> tuple[list[PolicyVersionRecord], str | None]:
     """Versions newest first, keyset-paged on the id."""
-    query = RouterPolicyVersion.select()
-    if cursor:
-        (before,) = decode_cursor(cursor, int)
-        query = query.where(RouterPolicyVersion.id < before)
-    rows = list(query.order_by(RouterPolicyVersion.id.desc()).limit(limit + 1))
-    return page_of(rows, limit, lambda row: [row.id])
+    before = decode_cursor(cursor, int)[0] if cursor else None
+    found = statements.rows(
+        RouterPolicyVersion,
+        ("page", before is not None),
+        lambda p: ('WHERE "id" < ' + p if before is not None else "") + f' ORDER BY "id" DESC LIMIT {p}',
+        [*([before] if before is not None else []), limit + 1],
+    )
+    return page_of(found, limit, lambda row: [row.id])

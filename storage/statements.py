@@ -16,7 +16,6 @@ count.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -90,12 +89,51 @@ def _prepared(key: tuple, compose: Callable[..., Statement], *args: Any) -> tupl
     return database, statement
 
 
-@functools.cache
+# The record of each model's rows: the one declared for it (`record_of`), else one made from the model when first
+# needed. Derived from the models and the declarations alone.
+_records: dict[type[Model], type] = {}
+
+
 def record_type(model: type[Model]) -> type:
     """The record of `model`'s rows: a dataclass of its fields in the table's order, each named as a model instance
-    reads it (a foreign key by its id), compared by identity like the rows it stands for."""
-    fields = [(_attribute(field), Any) for field in model._meta.sorted_fields]
-    return dataclasses.make_dataclass(f"{model.__name__}Record", fields, slots=True, eq=False)
+    reads it (a foreign key by its id), compared by identity like the rows it stands for. The one `record_of`
+    declared, where code holds one; else made here, its fields typed `Any`."""
+    record = _records.get(model)
+    if record is None:
+        fields = [(_attribute(field), Any) for field in model._meta.sorted_fields]
+        record = _records[model] = dataclasses.make_dataclass(f"{model.__name__}Record", fields, slots=True, eq=False)
+    return record
+
+
+def record_of(model: type[Model]) -> Callable[[type], type]:
+    """Declare the decorated dataclass (`slots=True, eq=False`) the record of `model`'s rows, what `insert`,
+    `select_one` and `rows` return for it, so code holding one is typed. Its fields must be the model's as
+    `record_type` makes them (in the table's order, a foreign key by its id), which is checked as the declaring module
+    is imported: declare it beside the model's queries, before any of its rows is read.
+
+        @statements.record_of(RouterPolicyVersion)
+        @dataclass(slots=True, eq=False)
+        class PolicyVersionRecord:
+            id: int
+            ...
+    """
+
+    def declare(record: type) -> type:
+        wanted = [_attribute(field) for field in model._meta.sorted_fields]
+        declared = [field.name for field in dataclasses.fields(record)]
+        if declared != wanted:
+            raise TypeError(f"{record.__name__} must declare {model.__name__}'s fields in this order: {wanted}")
+        if record.__dataclass_params__.eq or "__slots__" not in record.__dict__:  # type: ignore[attr-defined]
+            raise TypeError(f"{record.__name__}: declare it @dataclass(slots=True, eq=False), as records are made")
+        if _records.get(model, record) is not record:
+            raise RuntimeError(
+                f"{model.__name__}'s rows were read before {record.__name__} was declared: declare it in the module "
+                "of the model's queries"
+            )
+        _records[model] = record
+        return record
+
+    return declare
 
 
 def _attribute(field: Field) -> str:

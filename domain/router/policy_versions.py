@@ -58,7 +58,7 @@ class PolicyVersion:
         return entity_tags.policy_tag(self.version)
 
 
-def _version(row: Any) -> PolicyVersion:
+def _version(row: rows.PolicyVersionRecord) -> PolicyVersion:
     return PolicyVersion(
         id=row.id,
         version=row.version,

@@ -1,7 +1,10 @@
 """The composed statements (`storage/statements.py`): each is kept under what cannot be another's, so a caller's key
 never makes one call site run another's SQL."""
 
+import dataclasses
+
 import pytest
+from peewee import CharField, Model, TextField
 
 from storage import statements
 from storage.models import Initiative
@@ -44,3 +47,67 @@ def test_rows_of_two_call_sites_under_one_key_are_their_own(app, api, db_session
         return [r.id for r in statements.rows(Initiative, ("by",), lambda p: 'WHERE "name" <> ' + p, [name])]
 
     assert (named("Alpha"), not_named("Alpha"), named("Beta")) == (["alpha"], ["beta"], ["beta"])
+
+
+def test_a_declared_record_is_what_the_rows_of_its_model_come_back_as(app, db_session):
+    from datetime import UTC, datetime
+
+    from storage import policy_versions
+    from storage.db import transaction
+
+    with transaction():
+        added = policy_versions.add(
+            version="v1",
+            document={"rules": []},
+            set_by="olga",
+            set_at=datetime.now(UTC),
+            reason="r",
+            forced=None,
+            replaces=10**9,
+        )
+    read = policy_versions.get(added.id)
+    assert type(added) is type(read) is policy_versions.PolicyVersionRecord
+    assert (read.version, read.document, read.replaces) == ("v1", {"rules": []}, 10**9)
+    newest, after = policy_versions.page(limit=1)
+    older, _ = policy_versions.page(limit=1, cursor=after)
+    assert [type(row) for row in newest + older] == [policy_versions.PolicyVersionRecord] * 2
+    assert newest[0].id == added.id and older[0].id < added.id  # the first policy, seeded as the app started
+
+
+class Note(Model):
+    """A model of this test's own: nothing reads its rows."""
+
+    title = CharField()
+    body = TextField(null=True)
+
+
+def test_a_record_is_declared_with_its_models_fields_in_their_order_before_its_rows_are_read():
+    @dataclasses.dataclass(slots=True, eq=False)
+    class Swapped:
+        id: int
+        body: str | None
+        title: str
+
+    with pytest.raises(TypeError, match=r"must declare Note's fields in this order: \['id', 'title', 'body'\]"):
+        statements.record_of(Note)(Swapped)
+
+    @dataclasses.dataclass
+    class Compared:
+        id: int
+        title: str
+        body: str | None
+
+    with pytest.raises(TypeError, match="slots=True, eq=False"):
+        statements.record_of(Note)(Compared)
+
+    made = statements.record_type(Note)  # as a first read of its rows would make it
+
+    @dataclasses.dataclass(slots=True, eq=False)
+    class Late:
+        id: int
+        title: str
+        body: str | None
+
+    with pytest.raises(RuntimeError, match="Note's rows were read before Late was declared"):
+        statements.record_of(Note)(Late)
+    assert statements.record_type(Note) is made
