@@ -27,7 +27,7 @@ from domain.router.policy import Policy
 from domain.router.rules import Rule
 from storage import policy_versions as rows
 
-log = logging.getLogger("svc.config")
+log = logging.getLogger("svc.router.policy")
 
 FIRST_SET_BY = "svc"
 FIRST_REASON = (

@@ -265,21 +265,21 @@ def test_a_start_whose_environment_disagrees_says_so_once_and_changes_nothing(ap
         retry_budget_per_day=7,
         policy_variables_set=frozenset({"SVC_ROUTER_ALLOWLIST", "SVC_RETRY_BUDGET"}),
     )
-    with caplog.at_level(logging.WARNING, logger="svc.config"):
+    with caplog.at_level(logging.WARNING, logger="svc.router.policy"):
         app_factory(disagreeing)
-    lines = [r.getMessage() for r in caplog.records if r.name == "svc.config"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "svc.router.policy"]
     assert len(lines) == 1
     assert "SVC_ROUTER_ALLOWLIST=github:someone-else" in lines[0] and "SVC_RETRY_BUDGET=7" in lines[0]
     assert seen.json["version"] in lines[0] and "svc policy set" in lines[0]
     stored_unchanged(api, seen)
     caplog.clear()
     # An environment that sets neither, or agrees, says nothing.
-    with caplog.at_level(logging.WARNING, logger="svc.config"):
+    with caplog.at_level(logging.WARNING, logger="svc.router.policy"):
         app_factory(config_factory(router_allowlist=frozenset({"github:someone-else"})))
         app_factory(
             config_factory(router_allowlist=ALLOWLIST, policy_variables_set=frozenset({"SVC_ROUTER_ALLOWLIST"}))
         )
-    assert [r for r in caplog.records if r.name == "svc.config"] == []
+    assert [r for r in caplog.records if r.name == "svc.router.policy"] == []
 
 
 def test_the_openapi_document_says_if_match_is_required_and_428_without_it(api):
