@@ -18,7 +18,8 @@ _TABLE = RouterPolicyVersion._meta.table_name
 @dataclass(slots=True, eq=False)
 class PolicyVersionRecord:
     """A stored version as it is read: its document parsed, `forced` the reason given for forcing it (None: not
-    forced), `replaces` the id of the version it followed (0 for the first)."""
+    forced), `replaces` the id of the version it followed (0 for the first), `live_since` since which version its
+    live rules have been live (`RouterPolicyVersion.live_since`)."""
 
     id: int
     version: str
@@ -28,6 +29,7 @@ class PolicyVersionRecord:
     reason: str
     forced: str | None
     replaces: int
+    live_since: dict[str, int] | None
 
 
 def newest_version() -> tuple[int, str] | None:
@@ -61,6 +63,7 @@ def add(
     reason: str,
     forced: str | None,
     replaces: int,
+    live_since: dict[str, int],
 ) -> PolicyVersionRecord:
     """Store a new version after the one with id `replaces` (0: the first). A concurrent change made after the same
     version fails here with IntegrityError (`replaces` is unique), and its unit of work starts over."""
@@ -74,8 +77,35 @@ def add(
             "reason": reason,
             "forced": forced,
             "replaces": replaces,
+            "live_since": live_since,
         },
     )
+
+
+def unfilled() -> bool:
+    """Whether a version stored before `live_since` was kept is still without it."""
+    return bool(
+        statements.scalar(
+            ("policy_unfilled",),
+            lambda p: f'SELECT 1 FROM "{_TABLE}" WHERE "live_since" IS NULL LIMIT 1',  # noqa: S608 (our table)
+            [],
+        )
+    )
+
+
+def oldest_first() -> list[PolicyVersionRecord]:
+    """Every version, oldest first (filling `live_since` walks them once)."""
+    return statements.rows(RouterPolicyVersion, ("oldest_first",), lambda p: 'ORDER BY "id"', [])
+
+
+def fill_live_since(version_id: int, live_since: dict[str, int]) -> bool:
+    """Keep `live_since` on a version stored without it; False when it had one already (another start filled it)."""
+    touched = statements.execute(
+        ("policy_fill_live_since",),
+        lambda p: f'UPDATE "{_TABLE}" SET "live_since" = {p} WHERE "id" = {p} AND "live_since" IS NULL',  # noqa: S608
+        [RouterPolicyVersion.live_since.db_value(live_since), version_id],
+    )
+    return touched == 1
 
 
 def page(*, limit: int, cursor: str | None = None) -> tuple[list[PolicyVersionRecord], str | None]:

@@ -64,6 +64,7 @@ def test_a_declared_record_is_what_the_rows_of_its_model_come_back_as(app, db_se
             reason="r",
             forced=None,
             replaces=10**9,
+            live_since={},
         )
     read = policy_versions.get(added.id)
     assert type(added) is type(read) is policy_versions.PolicyVersionRecord
