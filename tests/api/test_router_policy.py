@@ -17,8 +17,6 @@ from events_kit import ALLOWLIST, seed_board
 from router_kit import STRANGER, envelope, route
 from testclient import ApiClient
 
-pytestmark = pytest.mark.both_backends
-
 VERA = ("vera", "vera-password-1")  # a viewer
 
 
@@ -53,6 +51,7 @@ def versions(api) -> list[dict]:
     return api.get("/api/v1/router/policy/history").json["versions"]
 
 
+@pytest.mark.both_backends
 def test_the_first_start_stores_the_first_policy_from_the_environment(api):
     seen = api.get("/api/v1/router/policy")
     assert seen.status_code == 200
@@ -67,6 +66,7 @@ def test_the_first_start_stores_the_first_policy_from_the_environment(api):
     assert [v["version"] for v in versions(api)] == [body["version"]]
 
 
+@pytest.mark.both_backends
 def test_a_change_is_a_new_version_every_later_decision_applies(api, clock):
     seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "queued"})
     before = route(api, envelope("state_changed", "PORT-1", actor=STRANGER))
@@ -100,6 +100,7 @@ def test_a_change_is_a_new_version_every_later_decision_applies(api, clock):
     assert [v["version"] for v in versions(api)] == [body["version"], seen.json["version"]]
 
 
+@pytest.mark.both_backends
 def test_the_scorecard_entries_keep_the_rule_and_its_version(api, db_session):
     from storage.models import ScorecardEntry
 
@@ -121,6 +122,7 @@ def test_a_rule_s_version_ignores_its_mode_and_the_policy_s_does_not(api):
     assert (changed.json["forced"], changed.json["force"]) == (True, "a test makes the fixer live")
 
 
+@pytest.mark.both_backends
 def test_the_same_document_again_stores_no_new_version(api):
     seen = api.get("/api/v1/router/policy")
     document = seen.json["policy"]
@@ -147,6 +149,7 @@ def test_a_change_without_if_match_is_428_and_changes_nothing(api):
     stored_unchanged(api, seen)
 
 
+@pytest.mark.both_backends
 def test_a_stale_change_is_412_naming_the_version_in_force_and_who_set_it(api):
     seen = api.get("/api/v1/router/policy")
     first = put(api, {**first_document(), "retry_budget": 3}, tag=seen.headers["ETag"], reason="first")
@@ -236,6 +239,7 @@ def test_more_rules_than_the_maximum_is_422_and_a_body_past_the_limit_is_413(api
     stored_unchanged(api, seen)
 
 
+@pytest.mark.both_backends
 def test_the_history_pages_newest_first(api):
     tag = api.get("/api/v1/router/policy").headers["ETag"]
     for budget in (3, 4, 5):
@@ -246,6 +250,7 @@ def test_the_history_pages_newest_first(api):
     assert [v["policy"]["retry_budget"] for v in rest["versions"]] == [3, 2] and rest["next"] is None
 
 
+@pytest.mark.both_backends
 def test_another_process_applies_a_new_version_from_its_next_event(api, app_factory, config_factory):
     """Two apps on one database stand for two API processes: each holds the version it last routed under, and reads
     the version in force again with each event."""
@@ -258,6 +263,7 @@ def test_another_process_applies_a_new_version_from_its_next_event(api, app_fact
     assert decided["outcome"] == "would_dispatch" and decided["policy"]["version"] == opened.json["version"]
 
 
+@pytest.mark.both_backends
 def test_a_start_whose_environment_disagrees_says_so_once_and_changes_nothing(app_factory, config_factory, caplog, api):
     seen = api.get("/api/v1/router/policy")
     disagreeing = config_factory(

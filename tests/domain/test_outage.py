@@ -6,12 +6,9 @@ import logging
 import sqlite3
 
 import peewee
-import pytest
 
 from domain.outage import DatabaseOutage
 from storage.db import CANNOT_WRITE, UNREACHABLE, outage_cause
-
-pytestmark = pytest.mark.both_backends
 
 
 def _failed_write_then_failed_rollback(tmp_path) -> BaseException:
