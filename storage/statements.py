@@ -9,7 +9,8 @@ parameters through `Database.execute_sql`.
 Values pass through each field's `db_value` and `python_value`, so they mean exactly what the models say. A row
 comes back as a record: one plain dataclass per model (`record_type`), its fields under the names a model instance
 reads them by (a foreign key by its id: `Ticket.initiative_id`), cheaper to build and to read than a model
-instance. The rest of `storage/` uses peewee's query builder and model instances, where a few microseconds do not
+instance. A record code holds is declared beside its model's queries (`record_of`), so it is typed; the others are
+made from the model. The rest of `storage/` uses peewee's query builder and model instances, where a few microseconds do not
 count.
 """
 
