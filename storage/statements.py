@@ -10,8 +10,8 @@ Values pass through each field's `db_value` and `python_value`, so they mean exa
 comes back as a record: one plain dataclass per model (`record_type`), its fields under the names a model instance
 reads them by (a foreign key by its id: `Ticket.initiative_id`), cheaper to build and to read than a model
 instance. A record code holds is declared beside its model's queries (`record_of`), so it is typed; the others are
-made from the model. The rest of `storage/` uses peewee's query builder and model instances, where a few microseconds do not
-count.
+made from the model. The rest of `storage/` uses peewee's query builder and model instances, where a few
+microseconds do not count.
 """
 
 from __future__ import annotations
