@@ -366,6 +366,13 @@ def _scorecard_mark(migrator: SchemaMigrator) -> None:
     migrator.database.execute_sql('DELETE FROM "scorecard_day"')
 
 
+def _live_since(migrator: SchemaMigrator) -> None:
+    """Each policy version keeps since which version its live rules have been live. The versions already stored get
+    theirs at the next start (`domain/router/policy_versions.seed`): working it out reads each rule's version, which
+    only the domain computes."""
+    apply_operations(migrator.add_column("router_policy_version", "live_since", TextField(null=True)))
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -375,6 +382,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (6, "the router's policy versions; each decision's rule; the rule on scorecard entries", _policy_as_data),
     (7, "dispatch jobs; whether each decision queued one", _dispatch_jobs),
     (8, "the scorecard's counted days kept by the jobs process, up to a mark", _scorecard_mark),
+    (9, "since which version each live rule of a policy version has been live", _live_since),
 ]
 
 

@@ -397,6 +397,11 @@ class RouterPolicyVersion(BaseModel):
     # The reason given for forcing the change (None: not forced).
     forced = TextField(null=True)
     replaces = BigIntegerField(unique=True)
+    # Since which version each of its live rules has been live, worked out once as the version is stored: for each
+    # rule live here that was live, under the same rule version, in the version this one replaced, {rule version:
+    # the id of the version that made it live}; a live rule not named was made live by this version. None on
+    # versions stored before it was kept, until the next start fills them (`domain/router/policy_versions.seed`).
+    live_since = JSONTextField(null=True)
 
 
 class DispatchJob(BaseModel):

@@ -13,7 +13,7 @@ import pytest
 import requests
 from dispatch_kit import WORKER_PASSWORD, policy
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from processes import SVC, ServiceProcess, start_service, svc_env, wait_until
 from router_kit import envelope
 from servers.forges import GITHUB_TOKEN, FakeGitHub
@@ -56,7 +56,7 @@ def dispatched(app, tmp_path, database_url):
     one job it queued for PORT-7 (in `ci`, its pipeline failed)."""
     from domain import accounts
 
-    accounts.add("bay-1", "worker", WORKER_PASSWORD)
+    accounts.add("bay-1", "worker", WORKER_PASSWORD, passwords=PASSWORDS)
     with FakeGitHub() as forge:
         forge.add_repo(REPO)
         env = {
