@@ -12,7 +12,7 @@ TEST_WORKERS ?= 3
 # PYTHONDONTWRITEBYTECODE set, every worker of every run would rewrite them all again (seconds of CPU each).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30 --durations-min=1
 
-.PHONY: install install-test run test test-sqlite test-postgres test-postgres-databases bench lint clean screenshot
+.PHONY: install install-test run test test-sqlite test-postgres test-postgres-marked bench lint clean screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +51,7 @@ run: install
 test: install-test
 	@$(MAKE) --no-print-directory test-sqlite
 	@if $(BIN)/python scripts/postgres_reachable.py "$(TEST_POSTGRES_URL)"; then \
-		$(MAKE) --no-print-directory test-postgres-databases || exit 1; \
+		$(MAKE) --no-print-directory test-postgres-marked || exit 1; \
 		echo "make test: the suite ran on SQLite and on PostgreSQL ($(TEST_POSTGRES_URL))"; \
 	else \
 		echo "make test: PostgreSQL is not reachable at $(TEST_POSTGRES_URL); the suite ran on SQLite only"; \
@@ -65,10 +65,11 @@ test-postgres:
 	@echo "== test suite on PostgreSQL"
 	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 $(PYTEST) $(PYTEST_ARGS)
 
-# The second backend of `make test`: the tests that use a database (the others ran on SQLite just before).
-test-postgres-databases:
-	@echo "== test suite on PostgreSQL: the tests that use a database"
-	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 SVC_TEST_DATABASE_TESTS_ONLY=1 $(PYTEST) $(PYTEST_ARGS)
+# The second backend of `make test`: the tests marked both_backends, whose result depends on the database (every
+# test ran on SQLite just before). docs/development.md says which those are.
+test-postgres-marked:
+	@echo "== test suite on PostgreSQL: the tests marked both_backends"
+	SVC_TEST_DATABASE="$(TEST_POSTGRES_URL)" SVC_TEST_INSTALLED=1 SVC_TEST_BOTH_BACKENDS_ONLY=1 $(PYTEST) $(PYTEST_ARGS)
 
 # The README's pictures of the web board: a fresh demo database, `svc serve` on a free port, headless Chromium.
 screenshot: install-test

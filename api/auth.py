@@ -152,12 +152,14 @@ class PeopleCredentials:
 
     def __init__(
         self,
+        passwords: accounts.Passwords,
         *,
         remember: float = REMEMBER_SECONDS,
         recheck: float = RECHECK_SECONDS,
         limit: int = MAX_REMEMBERED,
         monotonic: Callable[[], float] = time.monotonic,
     ):
+        self.passwords = passwords
         self.remember = remember
         self.recheck = recheck
         self.limit = limit
@@ -251,7 +253,7 @@ class PeopleCredentials:
         entry = self._entries.get(key)  # checked by a request that finished while this one started
         if entry is not None and self.monotonic() - entry.checked_at < self.recheck:
             return entry.identity
-        person = accounts.check(name, password)
+        person = accounts.check(name, password, passwords=self.passwords)
         if person is None:
             self._forget(key)
             return None
@@ -282,7 +284,7 @@ class Authenticator:
         self.basic_user = config.basic_user
         self.config = config
         self.failures = failures
-        self.people = people if people is not None else PeopleCredentials()
+        self.people = people if people is not None else PeopleCredentials(accounts.Passwords.from_config(config))
 
     def check(self, req: falcon.Request, scheme: str) -> Identity:
         """Identify the request under `scheme` or raise 401 (429 while the client is locked out)."""

@@ -13,7 +13,8 @@ from domain.router.policy_versions import PolicyVersion
 from domain.writing import Report
 from machines.job import ACTIVE
 from storage import wallet as storage_wallet
-from storage.models import AgentRun, Initiative, Job, Ticket, TimelineEntry, Wallet
+from storage.jobs import Job
+from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
 
 
 def ticket(row: Ticket) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """People's accounts, the units of work over `storage/accounts.py`: what `svc user ...` runs, and checking a
 person's password.
 
-A password is kept only as its argon2id hash, made with argon2-cffi's defaults (RFC 9106's second recommended
-profile: 64 MiB, 3 passes): checking one costs tens of milliseconds on purpose, which is why the API remembers
-credentials it has checked (see `api.auth.PeopleCredentials`) instead of checking them on every request.
+A password is kept only as its argon2id hash, made at the cost the configuration names (`Passwords`; by default
+argon2-cffi's, RFC 9106's second recommended profile: 64 MiB, 3 passes): checking one costs tens of milliseconds on
+purpose, which is why the API remembers credentials it has checked (see `api.auth.PeopleCredentials`) instead of
+checking them on every request. A hash carries its own parameters, so a hash made at any cost keeps verifying after
+the cost changes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from domain import units
 from domain.clock import Clock, system_clock
+from domain.config import Config
 from domain.errors import Conflict, DomainError, NotFound
 from storage import accounts
 from storage.db import connection
@@ -39,13 +42,9 @@ MAX_PASSWORD = 1024  # argon2 takes any length; a bound keeps a hostile header f
 NAME = re.compile(r"[a-z0-9][a-z0-9._@-]{0,63}")
 # Timelines name machines by these actors (api/auth.py): a person called "ci" would read as the CI secret.
 MACHINE_ACTORS = frozenset({"anonymous", "ci", "github", "gitlab", "linear"})
-# At most this many password checks run at once in a process: each holds 64 MiB for its tens of milliseconds.
+# At most this many password checks run at once in a process: each holds its hash's memory cost (64 MiB by
+# default) for its tens of milliseconds.
 CONCURRENT_CHECKS = 2
-
-_hasher = PasswordHasher()
-_checking = threading.BoundedSemaphore(CONCURRENT_CHECKS)
-_decoy_lock = threading.Lock()
-_decoy: str | None = None
 
 
 class AccountRefused(DomainError):
@@ -59,6 +58,49 @@ class Person:
     name: str
     role: str
     password_hash: str
+
+
+class Passwords:
+    """How one process hashes and checks people's passwords: argon2id at the cost its configuration names
+    (`SVC_PASSWORD_TIME_COST`, `SVC_PASSWORD_MEMORY_KIB`, `SVC_PASSWORD_PARALLELISM`), at most `CONCURRENT_CHECKS`
+    checks at once, and an unknown name checked against a decoy made at that cost. Built once by whatever builds the
+    process (the app, `svc user`) and handed to what hashes or checks."""
+
+    def __init__(self, hasher: PasswordHasher):
+        self.hasher = hasher
+        self._checking = threading.BoundedSemaphore(CONCURRENT_CHECKS)
+        self._decoy_lock = threading.Lock()
+        self._decoy: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Config) -> Passwords:
+        return cls(
+            PasswordHasher(
+                time_cost=config.password_time_cost,
+                memory_cost=config.password_memory_kib,
+                parallelism=config.password_parallelism,
+            )
+        )
+
+    def hash(self, password: str) -> str:
+        """The encoded argon2id hash of `password`, its salt and parameters inside: slow, so never in a transaction."""
+        return self.hasher.hash(password)
+
+    def verify(self, password_hash: str, password: str) -> bool:
+        """Whether `password` is the one `password_hash` was made from, at the parameters the hash names (whatever
+        this process's own are); waits while `CONCURRENT_CHECKS` others run."""
+        with self._checking:
+            try:
+                return self.hasher.verify(password_hash, password)
+            except (VerificationError, InvalidHashError):
+                return False
+
+    def decoy(self) -> str:
+        """A hash of a random password, made once at this process's cost: what an unknown name is checked against."""
+        with self._decoy_lock:
+            if self._decoy is None:
+                self._decoy = self.hasher.hash(secrets.token_urlsafe(16))
+            return self._decoy
 
 
 def check_name(name: str, *, reserved: frozenset[str] = frozenset()) -> None:
@@ -90,6 +132,7 @@ def add(
     role: str,
     password: str,
     *,
+    passwords: Passwords,
     reserved: frozenset[str] = frozenset(),
     clock: Clock = system_clock,
 ) -> Account:
@@ -97,7 +140,7 @@ def add(
     check_name(name, reserved=reserved)
     check_role(role)
     check_password(password)
-    password_hash = _hasher.hash(password)  # slow: outside the transaction
+    password_hash = passwords.hash(password)  # slow: outside the transaction
 
     def work() -> Account:
         if accounts.exists(name):
@@ -107,10 +150,10 @@ def add(
     return units.run(work, what=f"adding account {name}")
 
 
-def change_password(name: str, password: str, *, clock: Clock = system_clock) -> None:
+def change_password(name: str, password: str, *, passwords: Passwords, clock: Clock = system_clock) -> None:
     """A new password; every API process stops taking the old one within `api.auth.RECHECK_SECONDS`."""
     check_password(password)
-    password_hash = _hasher.hash(password)
+    password_hash = passwords.hash(password)
 
     def work() -> None:
         if not accounts.set_password(name, password_hash, at=clock()):
@@ -150,31 +193,15 @@ def current(name: str) -> Account | None:
         return accounts.get(name)
 
 
-def check(name: str, password: str) -> Person | None:
+def check(name: str, password: str, *, passwords: Passwords) -> Person | None:
     """The account whose name and password these are, or None. Slow (argon2id) whatever the answer: an unknown
     name is checked against a decoy hash, so the time taken does not tell which names exist."""
     account = current(name) if NAME.fullmatch(name) else None
     if len(password) > MAX_PASSWORD:
         return None
-    with _checking:
-        if account is None:
-            _verify(_decoy_hash(), password)
-            return None
-        if not _verify(account.password_hash, password):
-            return None
+    if account is None:
+        passwords.verify(passwords.decoy(), password)
+        return None
+    if not passwords.verify(account.password_hash, password):
+        return None
     return Person(account.name, account.role, account.password_hash)
-
-
-def _verify(password_hash: str, password: str) -> bool:
-    try:
-        return _hasher.verify(password_hash, password)
-    except (VerificationError, InvalidHashError):
-        return False
-
-
-def _decoy_hash() -> str:
-    global _decoy
-    with _decoy_lock:
-        if _decoy is None:
-            _decoy = _hasher.hash(secrets.token_urlsafe(16))
-        return _decoy

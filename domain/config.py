@@ -88,6 +88,11 @@ class Config:
     gitlab_hooks: tuple[str, ...] = ()
     # Redeliveries (and resends) one reconciler run asks for, at most.
     reconcile_max: int = 50
+    # argon2id's cost for people's passwords (domain/accounts.py's Passwords): argon2-cffi's defaults, RFC 9106's
+    # second recommended profile. A hash names its own parameters, so changing these leaves every stored hash working.
+    password_time_cost: int = 3
+    password_memory_kib: int = 65536
+    password_parallelism: int = 4
     # A claimed job's lease, renewed by each heartbeat; how many times it may run out before the job fails (3: the
     # contract's "the retry budget + 1" with the first policy's budget of 2); the branches a worker's output may name.
     worker_lease_seconds: int = 300
@@ -261,6 +266,9 @@ class Config:
             github_hooks=env.hooks("SVC_GITHUB_HOOKS", _GITHUB_HOOK, "repos/OWNER/REPO/hooks/ID or orgs/ORG/hooks/ID"),
             gitlab_hooks=env.hooks("SVC_GITLAB_HOOKS", _GITLAB_HOOK, "projects/ID/hooks/ID"),
             reconcile_max=env.integer("SVC_RECONCILE_MAX", 50, low=1, high=1000),
+            password_time_cost=env.integer("SVC_PASSWORD_TIME_COST", 3, low=1, high=100),
+            password_memory_kib=env.integer("SVC_PASSWORD_MEMORY_KIB", 65536, low=8, high=4 * 1024 * 1024),
+            password_parallelism=env.integer("SVC_PASSWORD_PARALLELISM", 4, low=1, high=64),
             worker_lease_seconds=env.integer("SVC_WORKER_LEASE_SECONDS", 300, low=1, high=86400),
             worker_lease_attempts=env.integer("SVC_WORKER_LEASE_ATTEMPTS", 3, low=1, high=100),
             dispatch_max_age_seconds=env.integer("SVC_DISPATCH_MAX_AGE_SECONDS", 3600, low=1, high=366 * 86400),
@@ -293,6 +301,12 @@ class Config:
             # Hooks the reconciler could never read would fail every run: say so at start instead.
             if env.text(hooks) is not None and env.text(token) is None:
                 env.problems.append(f"{hooks}: needs {token} (a token that may read the hooks' deliveries)")
+        if values["password_memory_kib"] < 8 * values["password_parallelism"]:
+            # argon2 itself refuses less, at the first password hashed: say so at start instead.
+            env.problems.append(
+                f"SVC_PASSWORD_MEMORY_KIB: must be at least 8 KiB per lane of SVC_PASSWORD_PARALLELISM "
+                f"({8 * values['password_parallelism']}), got {values['password_memory_kib']}"
+            )
         if not values["trusted_proxies"]:
             # Without a trusted proxy these would silently do nothing; say so instead (waitress refuses them too).
             for name in ("SVC_TRUSTED_PROXY_COUNT", "SVC_TRUSTED_PROXY_HEADERS"):

@@ -5,16 +5,50 @@ output, and what the service wrote to the forge for it. Every read returns `Job`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from peewee import JOIN, fn
 
 from storage import statements
 from storage.db import is_postgres
-from storage.models import JSON, DispatchJob, Job, PullRequest, RouterDecision
+from storage.models import JSON, DispatchJob, PullRequest, RouterDecision
 from storage.paging import decode_cursor, page_of
 
 __all__ = ["Job"]
+
+
+@statements.record_of(DispatchJob)
+@dataclass(slots=True, eq=False)
+class Job:
+    """A dispatch job as every reader holds it: what `DispatchJob` rows are read into, its fields the model's in the
+    table's order, each named as a model instance reads it (`record_of` checks so)."""
+
+    id: int
+    decision_id: int
+    event_id: str | None
+    ticket: str
+    role: str
+    rule: str | None
+    state: str
+    bay: str | None
+    worker: str | None
+    attempts: int
+    created_at: datetime
+    claimed_at: datetime | None
+    heartbeat_at: datetime | None
+    leased_until: datetime | None
+    finished_at: datetime | None
+    result: JSON
+    forge_pull_request: str | None
+    forge_comment: str | None
+    forge_error: str | None
+    forge_state: str
+    failure_kind: str | None
+    failure_detail: str | None
+    retry_of: int | None
+    head_sha: str | None
+
 
 _TABLE = DispatchJob._meta.table_name
 _PULL_REQUESTS = PullRequest._meta.table_name

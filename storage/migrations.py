@@ -366,6 +366,13 @@ def _scorecard_mark(migrator: SchemaMigrator) -> None:
     migrator.database.execute_sql('DELETE FROM "scorecard_day"')
 
 
+def _live_since(migrator: SchemaMigrator) -> None:
+    """Each policy version keeps since which version its live rules have been live. The versions already stored get
+    theirs at the next start (`domain/router/policy_versions.seed`): working it out reads each rule's version, which
+    only the domain computes."""
+    apply_operations(migrator.add_column("router_policy_version", "live_since", TextField(null=True)))
+
+
 def _the_loop(migrator: SchemaMigrator) -> None:
     """The loop: a job's failure and forge write said once (the reason column, which held every kind, renamed), its
     retries and a fixer's head; a ticket's job; a decision held while paused; each ticket's pull request."""
@@ -377,7 +384,7 @@ def _the_loop(migrator: SchemaMigrator) -> None:
             database = migrator.database
             table_name = "ticket"
 
-    class PullRequest(Model):  # the table as version 9 makes it
+    class PullRequest(Model):  # the table as version 10 makes it
         ticket = ForeignKeyField(Ticket, column_name="ticket_key", primary_key=True, on_delete="CASCADE")
         forge = CharField(max_length=16)
         repo = CharField(max_length=200, null=True)
@@ -449,7 +456,12 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (6, "the router's policy versions; each decision's rule; the rule on scorecard entries", _policy_as_data),
     (7, "dispatch jobs; whether each decision queued one", _dispatch_jobs),
     (8, "the scorecard's counted days kept by the jobs process, up to a mark", _scorecard_mark),
-    (9, "the loop: a job's failure, retry and forge write; a ticket's job and pull request; held decisions", _the_loop),
+    (9, "since which version each live rule of a policy version has been live", _live_since),
+    (
+        10,
+        "the loop: a job's failure, retry and forge write; a ticket's job and pull request; held decisions",
+        _the_loop,
+    ),
 ]
 
 

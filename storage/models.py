@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -277,7 +276,7 @@ class RouterDecision(BaseModel):
     # key, so the two tables refer to each other only one way).
     dispatched = BooleanField(default=False)
     job_id = BigIntegerField(null=True)
-    # While dispatch was paused: the job it would have queued waits, `held` (schema version 9).
+    # While dispatch was paused: the job it would have queued waits, `held` (schema version 10).
     held = BooleanField(default=False)
 
     class Meta:
@@ -404,42 +403,15 @@ class RouterPolicyVersion(BaseModel):
     # The reason given for forcing the change (None: not forced).
     forced = TextField(null=True)
     replaces = BigIntegerField(unique=True)
+    # Since which version each of its live rules has been live, worked out once as the version is stored: for each
+    # rule live here that was live, under the same rule version, in the version this one replaced, {rule version:
+    # the id of the version that made it live}; a live rule not named was made live by this version. None on
+    # versions stored before it was kept, until the next start fills them (`domain/router/policy_versions.seed`).
+    live_since = JSONTextField(null=True)
 
 
 # A JSON document as a JSON column holds it.
 JSON = dict[str, object] | list[object] | str | int | float | bool | None
-
-
-@dataclass(slots=True, eq=False)
-class Job:
-    """A dispatch job as every reader holds it (`storage/jobs.py` reads `DispatchJob` rows into these): declared, its
-    fields those of the model in the table's order, each named as a model instance reads it (a test holds the two
-    together)."""
-
-    id: int
-    decision_id: int
-    event_id: str | None
-    ticket: str
-    role: str
-    rule: str | None
-    state: str
-    bay: str | None
-    worker: str | None
-    attempts: int
-    created_at: datetime
-    claimed_at: datetime | None
-    heartbeat_at: datetime | None
-    leased_until: datetime | None
-    finished_at: datetime | None
-    result: JSON
-    forge_pull_request: str | None
-    forge_comment: str | None
-    forge_error: str | None
-    forge_state: str
-    failure_kind: str | None
-    failure_detail: str | None
-    retry_of: int | None
-    head_sha: str | None
 
 
 class DispatchJob(BaseModel):
@@ -469,7 +441,7 @@ class DispatchJob(BaseModel):
     forge_error = TextField(null=True)
     # machines/forge_write.py: none, held, pending, written, failed, dropped.
     forge_state = CharField(max_length=16, default="none")
-    # Why it failed or was cancelled: output, worker, lease, forge or cancelled, and in words (schema version 9
+    # Why it failed or was cancelled: output, worker, lease, forge or cancelled, and in words (schema version 10
     # renamed `cancel_reason`, which held every kind, to `failure_detail`).
     failure_kind = CharField(max_length=16, null=True)
     failure_detail = TextField(null=True)
@@ -479,7 +451,6 @@ class DispatchJob(BaseModel):
     head_sha = CharField(max_length=64, null=True)
 
     class Meta:
-        record = Job  # what `storage.statements` reads its rows into
         indexes = (
             # The oldest queued job (a claim), the running ones by lease (the reaper), a ticket's, a worker's.
             (("state", "id"), False),
@@ -487,24 +458,6 @@ class DispatchJob(BaseModel):
             (("ticket", "id"), False),
             (("worker", "id"), False),
         )
-
-
-@dataclass(slots=True, eq=False)
-class PullRequestRecord:
-    """A ticket's pull request as its readers hold it (`storage/pull_requests.py`): the fields of `PullRequest`."""
-
-    ticket_key: str
-    forge: str
-    repo: str | None
-    number: int | None
-    url: str | None
-    branch: str | None
-    state: str
-    head_sha: str | None
-    merge_commit_sha: str | None
-    job_id: int | None
-    green_at: datetime | None
-    updated_at: datetime
 
 
 class PullRequest(BaseModel):
@@ -528,7 +481,6 @@ class PullRequest(BaseModel):
     updated_at = UTCDateTimeField()
 
     class Meta:
-        record = PullRequestRecord
         indexes = (
             (("head_sha",), False),
             (("merge_commit_sha",), False),

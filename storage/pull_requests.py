@@ -3,14 +3,34 @@ number, or by the commit a pipeline ran on (its latest head, or its merge commit
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from storage import statements
-from storage.models import PullRequest, PullRequestRecord
+from storage.models import PullRequest
 
 __all__ = ["PullRequestRecord"]
 
 OPEN, MERGED, CLOSED = "open", "merged", "closed"
+
+
+@statements.record_of(PullRequest)
+@dataclass(slots=True, eq=False)
+class PullRequestRecord:
+    """A ticket's pull request as its readers hold it (`storage/pull_requests.py`): the fields of `PullRequest`."""
+
+    ticket_key: str
+    forge: str
+    repo: str | None
+    number: int | None
+    url: str | None
+    branch: str | None
+    state: str
+    head_sha: str | None
+    merge_commit_sha: str | None
+    job_id: int | None
+    green_at: datetime | None
+    updated_at: datetime
 
 
 def of_ticket(key: str, *, for_update: bool = False) -> PullRequestRecord | None:

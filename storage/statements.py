@@ -9,14 +9,14 @@ parameters through `Database.execute_sql`.
 Values pass through each field's `db_value` and `python_value`, so they mean exactly what the models say. A row
 comes back as a record: one plain dataclass per model (`record_type`), its fields under the names a model instance
 reads them by (a foreign key by its id: `Ticket.initiative_id`), cheaper to build and to read than a model
-instance. The rest of `storage/` uses peewee's query builder and model instances, where a few microseconds do not
-count.
+instance. A record code holds is declared beside its model's queries (`record_of`), so it is typed; the others are
+made from the model. The rest of `storage/` uses peewee's query builder and model instances, where a few
+microseconds do not count.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -70,6 +70,9 @@ class Statement:
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     auto: str | None = None
     returning: bool = False
+    # A hand-written statement: the code of the function that wrote it, held so that its id, under which the
+    # statement is kept (`_written`), is never another's.
+    writer: object = None
 
 
 # Every statement composed so far, by what it is and the kind of database it is for (one per model, columns and
@@ -87,16 +90,51 @@ def _prepared(key: tuple, compose: Callable[..., Statement], *args: Any) -> tupl
     return database, statement
 
 
-@functools.cache
+# The record of each model's rows: the one declared for it (`record_of`), else one made from the model when first
+# needed. Derived from the models and the declarations alone.
+_records: dict[type[Model], type] = {}
+
+
 def record_type(model: type[Model]) -> type:
     """The record of `model`'s rows: a dataclass of its fields in the table's order, each named as a model instance
-    reads it (a foreign key by its id), compared by identity like the rows it stands for. A model whose `Meta`
-    declares its `record` (a typed dataclass of those fields, in that order) is read into that one."""
-    declared = getattr(model._meta, "record", None)
-    if declared is not None:
-        return declared
-    fields = [(_attribute(field), Any) for field in model._meta.sorted_fields]
-    return dataclasses.make_dataclass(f"{model.__name__}Record", fields, slots=True, eq=False)
+    reads it (a foreign key by its id), compared by identity like the rows it stands for. The one `record_of`
+    declared, where code holds one; else made here, its fields typed `Any`."""
+    record = _records.get(model)
+    if record is None:
+        fields = [(_attribute(field), Any) for field in model._meta.sorted_fields]
+        record = _records[model] = dataclasses.make_dataclass(f"{model.__name__}Record", fields, slots=True, eq=False)
+    return record
+
+
+def record_of(model: type[Model]) -> Callable[[type], type]:
+    """Declare the decorated dataclass (`slots=True, eq=False`) the record of `model`'s rows, what `insert`,
+    `select_one` and `rows` return for it, so code holding one is typed. Its fields must be the model's as
+    `record_type` makes them (in the table's order, a foreign key by its id), which is checked as the declaring module
+    is imported: declare it beside the model's queries, before any of its rows is read.
+
+        @statements.record_of(RouterPolicyVersion)
+        @dataclass(slots=True, eq=False)
+        class PolicyVersionRecord:
+            id: int
+            ...
+    """
+
+    def declare(record: type) -> type:
+        wanted = [_attribute(field) for field in model._meta.sorted_fields]
+        declared = [field.name for field in dataclasses.fields(record)]
+        if declared != wanted:
+            raise TypeError(f"{record.__name__} must declare {model.__name__}'s fields in this order: {wanted}")
+        if record.__dataclass_params__.eq or "__slots__" not in record.__dict__:  # type: ignore[attr-defined]
+            raise TypeError(f"{record.__name__}: declare it @dataclass(slots=True, eq=False), as records are made")
+        if _records.get(model, record) is not record:
+            raise RuntimeError(
+                f"{model.__name__}'s rows were read before {record.__name__} was declared: declare it in the module "
+                "of the model's queries"
+            )
+        _records[model] = record
+        return record
+
+    return declare
 
 
 def _attribute(field: Field) -> str:
@@ -205,22 +243,35 @@ def select_one(model: type[Model], where: Mapping[str, Any], *, for_update: bool
 
 def rows(model: type[Model], key: tuple, tail: Callable[[str], str], params: list[Any]) -> list[Any]:
     """The records of `model`'s rows for a hand-written `WHERE ... ORDER BY ... LIMIT ...` tail: `tail(mark)` writes
-    it with `mark` where each parameter goes; `params` are database values already. `key` names the statement."""
+    it with `mark` where each parameter goes; `params` are database values already. `key` tells apart the tails
+    this one `tail` writes (see `_written`)."""
 
     def compose(database) -> Statement:
-        return _select(database, model, tail(database.param))
+        return dataclasses.replace(_select(database, model, tail(database.param)), writer=tail.__code__)
 
-    database, statement = _prepared(("rows", model, *key), compose)
+    database, statement = _prepared(("rows", model, *_written(tail, key)), compose)
     return [_record(statement, row) for row in database.execute_sql(statement.sql, params).fetchall()]
 
 
 # -- hand-written ------------------------------------------------------------------------------------------------
 # `sql(mark)` writes the statement with `mark` (the database's `param`: `?` on SQLite, `%s` on PostgreSQL) where each
-# parameter goes; `params` are database values already (`field.db_value`); `key` names the statement.
+# parameter goes; `params` are database values already (`field.db_value`); `key` tells apart the statements that
+# one `sql` writes (see `_written`).
+
+
+def _written(sql: Callable[[str], str], key: tuple) -> tuple:
+    """What a hand-written statement is kept under: the code of the function that writes it (by identity: its id,
+    the statement holding the code), then `key`. Two call sites never share a statement whatever keys they pass:
+    each `sql`, a lambda or a nested function, has a code of its own, the same on every call. So `key` need only
+    tell apart what one `sql` writes differently from call to call, as the number of marks in an IN list."""
+    return (id(sql.__code__), *key)
 
 
 def _cursor(key: tuple, sql: Callable[[str], str], params: list[Any]):
-    database, statement = _prepared(key, lambda database: Statement(sql(database.param)))
+    def compose(database) -> Statement:
+        return Statement(sql(database.param), writer=sql.__code__)
+
+    database, statement = _prepared(_written(sql, key), compose)
     return database.execute_sql(statement.sql, params)
 
 

@@ -1,5 +1,5 @@
 """`python -m svc`: the `svc` command."""
 
-from svc.cli import main
+from svc.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 import pytest
 import requests
 
+from conftest import PASSWORDS
+
 CHROMIUM = os.environ.get("SVC_TEST_CHROMIUM", "/usr/bin/chromium")
 USER, PASSWORD = "admin", "correct-horse-battery"
 CI_SECRET = "browser-test-ci-secret-0123456789"
@@ -141,7 +143,7 @@ def dispatch(base: str, *, running: str, queued: tuple[str, ...]) -> dict[str, i
     from storage import db as storage_db
 
     with storage_db.connection():
-        accounts.add(WORKER, "worker", WORKER_PASSWORD)
+        accounts.add(WORKER, "worker", WORKER_PASSWORD, passwords=PASSWORDS)
     rules = [{**rule, "mode": "live" if rule["name"] == "coder" else rule["mode"]} for rule in FIRST_RULES]
     document = {"allowlist": [DISPATCHER], "retry_budget": 2, "fleet_size": 3, "rules": rules}
     jobs = {}

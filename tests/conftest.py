@@ -18,12 +18,32 @@ from fakes import FakeClock
 from testclient import ApiClient
 
 BACKEND = os.environ.get("SVC_TEST_DATABASE", "sqlite").strip() or "sqlite"
-# `make test` runs the suite on SQLite, then on PostgreSQL with this set: the second run takes only the tests that
-# use a database, since the others would do exactly what they did in the first (`make test-postgres` alone runs all).
-DATABASE_TESTS_ONLY = os.environ.get("SVC_TEST_DATABASE_TESTS_ONLY") == "1"
-DATABASE_FIXTURES = frozenset({"database_url", "session_database_url", "scratch"})
+# `make test` runs every test on SQLite, then on PostgreSQL with this set: the second run takes only the tests marked
+# `both_backends`, those whose result depends on the database (storage, races, scale-out, outage, crash safety,
+# backup, reconcile, the fuzz of writing operations). The others would do exactly what they did in the first run;
+# `make test-postgres` runs them all on PostgreSQL. tests/test_suite_split.py keeps the marking honest.
+BOTH_BACKENDS_ONLY = os.environ.get("SVC_TEST_BOTH_BACKENDS_ONLY") == "1"
 CI_SECRET = "test-ci-secret-0123456789abcdef"
 BASIC = "admin:correct-horse-battery"
+# argon2id at its cheapest for every password the suite hashes, as healthchecks' test runner swaps its hasher "for
+# speed": production's cost is 0.2-0.4 s an account on this machine. The apps the tests build read it from their
+# config (`config_factory`), the `svc` processes they start from their environment (`processes.svc_env`), and a
+# test adding an account in-process hashes with PASSWORDS. tests/domain/test_accounts.py keeps production's cost.
+CHEAP_PASSWORD_HASHING = {
+    "SVC_PASSWORD_TIME_COST": "1",
+    "SVC_PASSWORD_MEMORY_KIB": "8",
+    "SVC_PASSWORD_PARALLELISM": "1",
+}
+
+
+def _cheap_passwords():
+    from domain.accounts import Passwords
+    from domain.config import Config
+
+    return Passwords.from_config(Config.from_env(CHEAP_PASSWORD_HASHING))
+
+
+PASSWORDS = _cheap_passwords()
 
 
 def pytest_report_header(config):
@@ -32,19 +52,25 @@ def pytest_report_header(config):
     else:
         parts = urlsplit(BACKEND)
         lines = [f"svc database backend: PostgreSQL at {parts.hostname}:{parts.port or 5432}"]
-    if DATABASE_TESTS_ONLY:
+    if BOTH_BACKENDS_ONLY:
         lines.append(
-            "svc: only the tests that use a database run here (SVC_TEST_DATABASE_TESTS_ONLY=1); the others ran in the "
+            "svc: only the tests marked both_backends run here (SVC_TEST_BOTH_BACKENDS_ONLY=1); the others ran in the "
             "first backend's run and are deselected"
         )
     return lines
 
 
 def pytest_collection_modifyitems(config, items):
-    if not DATABASE_TESTS_ONLY:
+    for item in items:
+        if {"module_database_url", "database_url"} <= set(getattr(item, "fixturenames", ())):
+            raise pytest.UsageError(
+                f"{item.nodeid} asks for database_url beside module_database_url: on PostgreSQL both are this "
+                "worker's database, and database_url empties it under the module's fixture"
+            )
+    if not BOTH_BACKENDS_ONLY:
         return
-    kept = [item for item in items if DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))]
-    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    kept = [item for item in items if item.get_closest_marker("both_backends") is not None]
+    config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("both_backends") is None])
     items[:] = kept
 
 
@@ -99,6 +125,20 @@ def sqlite_template(tmp_path_factory) -> Path | None:
 def database_url(tmp_path: Path, session_database_url: str | None, sqlite_template: Path | None) -> str:
     if session_database_url is None:
         path = tmp_path / "svc.sqlite3"
+        shutil.copyfile(sqlite_template, path)
+        return f"sqlite:///{path}"
+    _empty_postgres(session_database_url)
+    return session_database_url
+
+
+@pytest.fixture(scope="module")
+def module_database_url(tmp_path_factory, session_database_url: str | None, sqlite_template: Path | None) -> str:
+    """A database for one module whose tests only read what a module-scoped fixture put there once (a server filled
+    once, the demo): a copy of the migrated template on SQLite; on PostgreSQL this worker's database, emptied now.
+    pytest ends a module's fixtures before another module's tests run, so no other test empties it meanwhile; a test
+    using it must not also ask for `database_url`, which empties the same PostgreSQL database."""
+    if session_database_url is None:
+        path = tmp_path_factory.mktemp("module") / "svc.sqlite3"
         shutil.copyfile(sqlite_template, path)
         return f"sqlite:///{path}"
     _empty_postgres(session_database_url)
@@ -178,6 +218,9 @@ def config_factory(tmp_path: Path, database_url: str):
             basic_auth=BASIC,
             # Tests read the snapshot right after changing the board on a clock that stands still.
             snapshot_max_age=0,
+            password_time_cost=PASSWORDS.hasher.time_cost,
+            password_memory_kib=PASSWORDS.hasher.memory_cost,
+            password_parallelism=PASSWORDS.hasher.parallelism,
         )
         values.update(overrides)
         return Config(**values)

@@ -7,7 +7,7 @@ from typing import Any
 
 from domain.policy.document import FIRST_RULES
 
-from conftest import CI_SECRET
+from conftest import CI_SECRET, PASSWORDS
 from events_kit import ALLOWLIST, seed_board
 from router_kit import envelope, route
 from testclient import ApiClient
@@ -39,7 +39,7 @@ def worker(api: ApiClient, name: str = "bay-1") -> ApiClient:
     """An API client signed in as a new worker account `name`."""
     from domain import accounts
 
-    accounts.add(name, "worker", WORKER_PASSWORD)
+    accounts.add(name, "worker", WORKER_PASSWORD, passwords=PASSWORDS)
     return ApiClient(api.client.app, basic=f"{name}:{WORKER_PASSWORD}", ci_secret=CI_SECRET)
 
 

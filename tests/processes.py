@@ -12,6 +12,8 @@ from pathlib import Path
 
 import requests
 
+from conftest import CHEAP_PASSWORD_HASHING
+
 SVC = str(Path(sys.executable).with_name("svc"))
 
 
@@ -22,8 +24,11 @@ def free_port() -> int:
 
 
 def svc_env(**values: str) -> dict[str, str]:
+    """The environment of an `svc` process a test starts: none of the test process's own settings, the suite's cheap
+    password hashing (a test may set its own), then `values`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "DISCORD_", "OPS_"))}
     env.pop("DATABASE_URL", None)
+    env.update(CHEAP_PASSWORD_HASHING)
     env.update(values)
     return env
 

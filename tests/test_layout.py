@@ -387,7 +387,6 @@ _MEMOS = {"cache", "lru_cache"}
 # Module-level state outside storage/ that functions change, and why it is not a cache a writer can fool.
 STATE = {
     ("svc/cli.py", "COMMANDS"): "the sub-commands, registered by `@command` as the module is imported",
-    ("domain/accounts.py", "_decoy"): "a hash of a random password, made once; it stands for no stored row",
 }
 # `functools.cache`/`lru_cache` with arguments outside storage/, and why every argument is a declaration.
 MEMOS = {

@@ -48,45 +48,40 @@ def rules_of(policy: Policy) -> list[RuleView]:
 
 @dataclass(frozen=True)
 class Standing:
-    """One rule of the policy in force against going live: its evidence (`policy_versions.Evidence`), whether it is
-    live without evidence, and what its "Go live" control sends (the policy in force with this rule live; None when
-    it is live already or has no role, so dispatches nothing either way)."""
+    """One rule of the policy in force against going live, as the panel shows it: the rule in words, its standing
+    (`policy_versions.Standing`: its evidence, the version that made it live, whether it is live without evidence),
+    and what its "Go live" control sends (the policy in force with this rule live; None when it is live already or
+    has no role, so dispatches nothing either way)."""
 
     rule: RuleView
-    evidence: policy_versions.Evidence
-    live_without_evidence: bool
-    went_live: PolicyVersion | None
+    standing: policy_versions.Standing
     go_live_json: str | None
+
+    @property
+    def evidence(self) -> policy_versions.Evidence:
+        return self.standing.evidence
+
+    @property
+    def live_without_evidence(self) -> bool:
+        return self.standing.live_without_evidence
+
+    @property
+    def went_live(self) -> PolicyVersion | None:
+        return self.standing.made_live_by
 
 
 def standings(current: PolicyVersion, *, thresholds: policy_versions.Thresholds, now) -> list[Standing]:
-    """Each rule of the policy in force with its evidence under its present version, counted now.
-
-    "Live without evidence": the rule is live, the version that made it live (`policy_versions.went_live`, the
-    oldest of the unbroken run of versions, up to the one in force, in which it is live under its present version)
-    was forced, and its evidence, counted now, does not meet the thresholds. So it stops showing once the rule has
-    earned what it was forced past, or is put back in shadow mode; a rule that went live on its evidence is never
-    shown so, even when a quiet fortnight later its numbers have thinned (its evidence is shown beside it)."""
+    """Each rule of the policy in force with its standing (`policy_versions.standings`) and its Go live control."""
     found = []
     document = current.policy.document()
-    for view, rule in zip(rules_of(current.policy), current.policy.rules, strict=True):
-        evidence = policy_versions.evidence(rule, thresholds=thresholds, now=now)
-        live = rule.mode == LIVE
-        went_live = policy_versions.went_live(rule) if live else None
+    ruled = policy_versions.standings(current, thresholds=thresholds, now=now)
+    for view, standing in zip(rules_of(current.policy), ruled, strict=True):
         go_live = None
-        if not live and rule.role is not None:
+        if standing.rule.mode != LIVE and standing.rule.role is not None:
             changed = copy.deepcopy(document)
             changed["rules"][view.number - 1]["mode"] = LIVE
             go_live = json.dumps(changed, ensure_ascii=False)
-        found.append(
-            Standing(
-                view,
-                evidence,
-                live_without_evidence=live and went_live is not None and went_live.forced and not evidence.earned,
-                went_live=went_live,
-                go_live_json=go_live,
-            )
-        )
+        found.append(Standing(view, standing, go_live))
     return found
 
 
@@ -99,40 +94,6 @@ def panel(*, thresholds: policy_versions.Thresholds, now) -> dict[str, Any]:
         "policy_standings": standings(current, thresholds=thresholds, now=now) if current is not None else [],
         "promotion": thresholds,
     }
-
-
-def changes(newer: PolicyVersion, older: PolicyVersion | None) -> list[str]:
-    """What a version changed from the one before it, in words (the first: what it started with)."""
-    policy = newer.policy
-    if older is None:
-        return [f"the first version: {len(policy.rules)} rule(s), allowlist of {len(policy.allowlist)}"]
-    before = older.policy
-    said = []
-    added, removed = sorted(policy.allowlist - before.allowlist), sorted(before.allowlist - policy.allowlist)
-    if added:
-        said.append(f"allowlist: added {', '.join(added)}")
-    if removed:
-        said.append(f"allowlist: removed {', '.join(removed)}")
-    for knob, words in (("retry_budget", "retry budget"), ("fleet_size", "fleet size")):
-        if getattr(policy, knob) != getattr(before, knob):
-            said.append(f"{words} {getattr(before, knob)} → {getattr(policy, knob)}")
-    old = {rule.name: rule for rule in before.rules}
-    new = {rule.name: rule for rule in policy.rules}
-    for rule in policy.rules:
-        was = old.get(rule.name)
-        if was is None:
-            said.append(f"rule {rule.name} added ({rule.role or 'no role'}, {rule.mode}): when {when_words(rule.when)}")
-            continue
-        if was.version != rule.version:
-            said.append(f"rule {rule.name} changed: when {when_words(rule.when)}, role {rule.role or 'none'}")
-        if was.mode != rule.mode:
-            said.append(f"rule {rule.name}: {was.mode} → {rule.mode}")
-    said.extend(f"rule {name} removed" for name in old if name not in new)
-    kept_before = [rule.name for rule in before.rules if rule.name in new]
-    kept_now = [rule.name for rule in policy.rules if rule.name in old]
-    if kept_before != kept_now:
-        said.append(f"rules reordered: {', '.join(kept_now)}")
-    return said or ["nothing but the reason"]
 
 
 def violation_words(violation: Violation, rules: Any) -> tuple[str, str]:
@@ -190,7 +151,7 @@ class PolicyHistoryPage:
                 version,
                 in_force=cursor is None and index == 0,
                 rules=rules_of(version.policy),
-                changes=changes(version, shown[index + 1] if index + 1 < len(shown) else older),
+                changes=policy_versions.changes(version, shown[index + 1] if index + 1 < len(shown) else older),
             )
             for index, version in enumerate(shown)
         ]

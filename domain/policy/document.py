@@ -14,11 +14,13 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+import contracts
 from domain.config import Config
 from domain.policy.rules import SHADOW, Envelope, Rule, first_match, version_of
 
 FLEET_SIZE = 1
-MAX_RULES = 100  # contracts/router-policy.json says the same (`$defs/rules`, maxItems)
+# The most rules a policy holds: the contract's, which every policy document is checked against.
+MAX_RULES: int = contracts.part("router-policy.json", "/$defs/rules")["maxItems"]
 
 # The contract's example document's rules: what the router matched before its rules were data.
 FIRST_RULES: tuple[dict[str, Any], ...] = (

@@ -63,7 +63,7 @@ class Facts:
     jobs_running: int = 0
     fixer_dispatches: int | None = None
     age_seconds: float | None = None
-    # Decisions recorded before schema version 9 kept the ticket's initiative (the gate now reads its stage only).
+    # Decisions recorded before schema version 10 kept the ticket's initiative (the gate now reads its stage only).
     ticket_initiative_id: str | None = None
 
     def as_dict(self) -> dict[str, object]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,11 +21,11 @@ from domain.clock import Clock
 from domain.config import Config
 from domain.errors import NotEarned
 from domain.policy.document import Policy
-from domain.policy.rules import Rule
+from domain.policy.rules import Rule, when_words
 from domain.router import scorecard
 from storage import policy_versions as rows
 
-log = logging.getLogger("svc.config")
+log = logging.getLogger("svc.router.policy")
 
 FIRST_SET_BY = "svc"
 FIRST_REASON = (
@@ -45,10 +45,18 @@ class PolicyVersion:
     set_at: datetime
     reason: str
     force: str | None
+    # For each rule live here that was live already in the version before: the id of the version that made it live
+    # (`made_live_by`), worked out once as this version was stored (`_live_since`).
+    live_since: Mapping[str, int]
 
     @property
     def forced(self) -> bool:
         return self.force is not None
+
+    def made_live_by(self, rule: Rule) -> int:
+        """The id of the version that made `rule` (live here) live: the oldest of the unbroken run of versions, up to
+        this one, in which it is live under its present version."""
+        return self.live_since.get(rule.version, self.id)
 
     @property
     def tag(self) -> str:
@@ -56,7 +64,7 @@ class PolicyVersion:
         return entity_tags.policy_tag(self.version)
 
 
-def _version(row: Any) -> PolicyVersion:
+def _version(row: rows.PolicyVersionRecord) -> PolicyVersion:
     return PolicyVersion(
         id=row.id,
         version=row.version,
@@ -65,7 +73,18 @@ def _version(row: Any) -> PolicyVersion:
         set_at=row.set_at,
         reason=row.reason,
         force=row.forced,
+        # None only on a version stored before it was kept and not yet filled (`seed` fills them at start).
+        live_since=row.live_since or {},
     )
+
+
+def _live_since(previous: PolicyVersion | None, candidate: Policy) -> dict[str, int]:
+    """What a version of `candidate` stored after `previous` keeps as its `live_since`: each of its live rules that
+    `previous` held live under the same rule version keeps the version that made it live there."""
+    if previous is None:
+        return {}
+    live_before = {rule.version for rule in previous.policy.live_rules()}
+    return {rule.version: previous.made_live_by(rule) for rule in candidate.live_rules() if rule.version in live_before}
 
 
 # -- reading -------------------------------------------------------------------------------------------------------
@@ -166,23 +185,81 @@ def evidence(rule: Rule, *, thresholds: Thresholds, now: datetime) -> Evidence:
     return Evidence(rule.name, rule.version, rule.role, found["settled"], found["rate"], found["low"], thresholds)
 
 
-def went_live(rule: Rule, *, look_back: int = 100) -> PolicyVersion | None:
-    """The version that made `rule` (its present version) live: the oldest of the unbroken run of versions, from the
-    one in force back, in which it is live (at most `look_back` versions are read; None when it is not live in the
-    version in force)."""
-    found: PolicyVersion | None = None
-    cursor: str | None = None
-    read = 0
-    while read < look_back:
-        page, cursor = history(limit=min(50, look_back - read), cursor=cursor)
-        for version in page:
-            if rule.version not in {live.version for live in version.policy.live_rules()}:
-                return found
-            found = version
-        read += len(page)
-        if cursor is None or not page:
-            break
+def made_live(current: PolicyVersion) -> dict[str, PolicyVersion]:
+    """For each rule live in `current`, by name, the version that made it live (`PolicyVersion.made_live_by`): kept
+    with each version as it was stored, so this reads one row per other version named, however long ago that was."""
+    versions = {current.id: current}
+    found = {}
+    for rule in current.policy.live_rules():
+        version_id = current.made_live_by(rule)
+        if version_id not in versions:
+            row = rows.get(version_id)
+            if row is None:  # never deleted while a newer one names it; read as made live here
+                version_id = current.id
+            else:
+                versions[version_id] = _version(row)
+        found[rule.name] = versions[version_id]
     return found
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One rule of the policy in force against going live: its evidence under its present version (counted now), and
+    the version that made it live (None while it is in shadow mode)."""
+
+    rule: Rule
+    evidence: Evidence
+    made_live_by: PolicyVersion | None
+
+    @property
+    def live_without_evidence(self) -> bool:
+        """Live, made so by a forced change, and still short of what it was forced past. It stops once the rule has
+        earned that, or is put back in shadow mode; a rule that went live on its evidence is never live without
+        evidence, even when a quiet fortnight later its numbers have thinned (its evidence says so beside it)."""
+        return self.made_live_by is not None and self.made_live_by.forced and not self.evidence.earned
+
+
+def standings(current: PolicyVersion, *, thresholds: Thresholds, now: datetime) -> list[Standing]:
+    """Each rule of the policy in force, in order, with its standing. Call inside a unit of work or a connection."""
+    live = made_live(current)
+    return [
+        Standing(rule, evidence(rule, thresholds=thresholds, now=now), live.get(rule.name))
+        for rule in current.policy.rules
+    ]
+
+
+def changes(newer: PolicyVersion, older: PolicyVersion | None) -> list[str]:
+    """What `newer` changed from `older`, the version before it, in words (the first: what it started with)."""
+    policy = newer.policy
+    if older is None:
+        return [f"the first version: {len(policy.rules)} rule(s), allowlist of {len(policy.allowlist)}"]
+    before = older.policy
+    said = []
+    added, removed = sorted(policy.allowlist - before.allowlist), sorted(before.allowlist - policy.allowlist)
+    if added:
+        said.append(f"allowlist: added {', '.join(added)}")
+    if removed:
+        said.append(f"allowlist: removed {', '.join(removed)}")
+    for knob, words in (("retry_budget", "retry budget"), ("fleet_size", "fleet size")):
+        if getattr(policy, knob) != getattr(before, knob):
+            said.append(f"{words} {getattr(before, knob)} → {getattr(policy, knob)}")
+    old = {rule.name: rule for rule in before.rules}
+    new = {rule.name: rule for rule in policy.rules}
+    for rule in policy.rules:
+        was = old.get(rule.name)
+        if was is None:
+            said.append(f"rule {rule.name} added ({rule.role or 'no role'}, {rule.mode}): when {when_words(rule.when)}")
+            continue
+        if was.version != rule.version:
+            said.append(f"rule {rule.name} changed: when {when_words(rule.when)}, role {rule.role or 'none'}")
+        if was.mode != rule.mode:
+            said.append(f"rule {rule.name}: {was.mode} → {rule.mode}")
+    said.extend(f"rule {name} removed" for name in old if name not in new)
+    kept_before = [rule.name for rule in before.rules if rule.name in new]
+    kept_now = [rule.name for rule in policy.rules if rule.name in old]
+    if kept_before != kept_now:
+        said.append(f"rules reordered: {', '.join(kept_now)}")
+    return said or ["nothing but the reason"]
 
 
 def newly_live(current: PolicyVersion | None, candidate: Policy) -> list[Rule]:
@@ -254,6 +331,7 @@ def adopt(
             reason=reason,
             forced=force,
             replaces=present.id if present is not None else 0,
+            live_since=_live_since(present, candidate),
         )
         return Adoption(_version(stored), stored=True)
 
@@ -279,14 +357,29 @@ def seed(config: Config, clock: Clock) -> str | None:
                 reason=FIRST_REASON,
                 forced=None,
                 replaces=0,
+                live_since=_live_since(None, first),
             )
             return None
+        if rows.unfilled():
+            _fill_live_since()
         return _disagreement(config, _version(row))
 
     found = units.run(work, what="storing the first router policy")
     if found is not None:
         log.warning("router policy: %s", found)
     return found
+
+
+def _fill_live_since() -> None:
+    """Work out `live_since` for the versions stored before it was kept, oldest first, each from the one before."""
+    previous: PolicyVersion | None = None
+    for row in rows.oldest_first():
+        version = _version(row)
+        if row.live_since is None:
+            filled = _live_since(previous, version.policy)
+            rows.fill_live_since(row.id, filled)
+            version = replace(version, live_since=filled)
+        previous = version
 
 
 def _disagreement(config: Config, present: PolicyVersion) -> str | None:

@@ -14,9 +14,9 @@ from dispatch_kit import make_job
 
 from api.auth import CHECKS_ADMITTED, RECHECK_SECONDS, REMEMBER_SECONDS, FailedCredentials, PeopleCredentials
 from api.operations import changes_something
-from domain.accounts import CONCURRENT_CHECKS
+from domain.accounts import CONCURRENT_CHECKS, Passwords
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from events_kit import example
 from processes import wait_until
 from testclient import ApiClient
@@ -45,9 +45,9 @@ def people(app_factory, config, ticks):
     """The app, with a viewer and an operator account; returns (bootstrap, viewer, operator) clients."""
     from domain import accounts
 
-    app = app_factory(config, people=PeopleCredentials(monotonic=ticks))
-    accounts.add(VIEWER[0], "viewer", VIEWER[1])
-    accounts.add(OPERATOR[0], "operator", OPERATOR[1])
+    app = app_factory(config, people=PeopleCredentials(PASSWORDS, monotonic=ticks))
+    accounts.add(VIEWER[0], "viewer", VIEWER[1], passwords=PASSWORDS)
+    accounts.add(OPERATOR[0], "operator", OPERATOR[1], passwords=PASSWORDS)
     bootstrap = ApiClient(app, basic=BASIC, ci_secret=CI_SECRET)
     bootstrap.post("/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"})
     viewer = ApiClient(app, basic=":".join(VIEWER), ci_secret=CI_SECRET)
@@ -276,7 +276,7 @@ def test_credentials_are_remembered_until_the_account_row_changes(people, ticks)
     assert viewer.get("/api/v1/wallet").status_code == 200
     assert operator.get("/api/v1/wallet").status_code == 200
     accounts.change_role("vera", "operator")
-    accounts.change_password("olga", "olga-password-2")
+    accounts.change_password("olga", "olga-password-2", passwords=PASSWORDS)
     # Within RECHECK_SECONDS of the last look at the rows, this process still answers from what it remembered...
     assert viewer.post("/api/v1/agents/writing/automation", json={"enabled": False}).status_code == 403
     assert operator.get("/api/v1/wallet").status_code == 200
@@ -294,9 +294,9 @@ def test_credentials_are_remembered_until_the_account_row_changes(people, ticks)
 def test_remembered_credentials_keep_no_password(app_factory, config, ticks):
     from domain import accounts
 
-    people = PeopleCredentials(monotonic=ticks)
+    people = PeopleCredentials(PASSWORDS, monotonic=ticks)
     app = app_factory(config, people=people)
-    accounts.add("vera", "viewer", "vera-password-1")
+    accounts.add("vera", "viewer", "vera-password-1", passwords=PASSWORDS)
     client = ApiClient(app, basic="vera:vera-password-1", ci_secret=CI_SECRET)
     assert client.get("/api/v1/wallet").status_code == 200
     assert len(people) == 1
@@ -313,8 +313,8 @@ def test_a_wrong_account_password_counts_toward_the_lockout(app_factory, config,
     from domain import accounts
 
     failures = FailedCredentials(monotonic=ticks)
-    app = app_factory(config, failures=failures, people=PeopleCredentials(monotonic=ticks))
-    accounts.add("olga", "operator", "olga-password-1")
+    app = app_factory(config, failures=failures, people=PeopleCredentials(PASSWORDS, monotonic=ticks))
+    accounts.add("olga", "operator", "olga-password-1", passwords=PASSWORDS)
     wrong = ApiClient(app, basic="olga:not-her-password", ci_secret=CI_SECRET)
     assert wrong.document
     right = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
@@ -327,11 +327,13 @@ def test_a_wrong_account_password_counts_toward_the_lockout(app_factory, config,
 
 
 class HeldHasher:
-    """argon2-cffi's own hasher, whose checks wait until the test lets them finish: a password check as slow as the
-    test needs, so what happens to the requests behind it can be watched."""
+    """argon2-cffi's own hasher (the suite's cheap one), whose checks wait until the test lets them finish: a password
+    check as slow as the test needs, so what happens to the requests behind it can be watched. `passwords` checks
+    with it."""
 
     def __init__(self, real):
         self.real = real
+        self.passwords = Passwords(self)
         self.go = threading.Event()
         self.go.set()
         self._lock = threading.Lock()
@@ -348,12 +350,8 @@ class HeldHasher:
 
 
 @pytest.fixture
-def held(monkeypatch):
-    from domain import accounts
-
-    hasher = HeldHasher(accounts._hasher)
-    monkeypatch.setattr(accounts, "_hasher", hasher)
-    return hasher
+def held():
+    return HeldHasher(PASSWORDS.hasher)
 
 
 def _in_threads(calls) -> tuple[list, list[threading.Thread]]:
@@ -378,9 +376,9 @@ def test_a_flood_of_wrong_passwords_is_answered_at_once_instead_of_queueing_for_
     remembered credentials still go through. Requests with the same credentials share one check."""
     from domain import accounts
 
-    people = PeopleCredentials(monotonic=ticks)
+    people = PeopleCredentials(held.passwords, monotonic=ticks)
     app = app_factory(config, people=people)
-    accounts.add("olga", "operator", "olga-password-1")
+    accounts.add("olga", "operator", "olga-password-1", passwords=PASSWORDS)
     olga = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
     assert olga.get("/api/v1/wallet").status_code == 200  # remembered from here on
     held.go.clear()
@@ -414,11 +412,11 @@ def test_an_unknown_name_costs_an_argon2_check_like_a_wrong_password(app, held):
     """Otherwise the time an answer takes tells which names have accounts."""
     from domain import accounts
 
-    accounts.add("olga", "operator", "olga-password-1")
+    accounts.add("olga", "operator", "olga-password-1", passwords=PASSWORDS)
     held.verified = 0
-    assert accounts.check("olga", "not-her-password") is None
-    assert accounts.check("nobody", "not-her-password") is None
-    assert accounts.check("Not A Name", "not-her-password") is None
+    assert accounts.check("olga", "not-her-password", passwords=held.passwords) is None
+    assert accounts.check("nobody", "not-her-password", passwords=held.passwords) is None
+    assert accounts.check("Not A Name", "not-her-password", passwords=held.passwords) is None
     assert held.verified == 3
 
 
@@ -429,9 +427,9 @@ def test_remembered_credentials_due_for_their_next_argon2_check_wait_for_it_even
     into a 429 for every request the person's script has in flight."""
     from domain import accounts
 
-    people = PeopleCredentials(monotonic=ticks)
+    people = PeopleCredentials(held.passwords, monotonic=ticks)
     app = app_factory(config, people=people)
-    accounts.add("olga", "operator", "olga-password-1")
+    accounts.add("olga", "operator", "olga-password-1", passwords=PASSWORDS)
     olga = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
     assert olga.get("/api/v1/wallet").status_code == 200
     held.go.clear()

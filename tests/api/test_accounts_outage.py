@@ -8,14 +8,18 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import pytest
+
 from api.auth import PeopleCredentials
 from domain import accounts
 from storage import db as storage_db
 
-from conftest import CI_SECRET
+from conftest import CI_SECRET, PASSWORDS
 from processes import wait_until
 from servers.tcp_relay import TcpRelay
 from testclient import ApiClient
+
+pytestmark = pytest.mark.both_backends
 
 PASSWORD = "olga-password-1"
 
@@ -70,9 +74,9 @@ class DatabaseAway:
 def test_requests_waiting_for_a_password_check_the_database_failed_get_its_503(app_factory, config_factory):
     away = DatabaseAway(config_factory().database_url)
     try:
-        people = PeopleCredentials()
+        people = PeopleCredentials(PASSWORDS)
         app = app_factory(config_factory(database_url=away.url), people=people)
-        accounts.add("olga", "operator", PASSWORD)
+        accounts.add("olga", "operator", PASSWORD, passwords=PASSWORDS)
         clients = [ApiClient(app, basic=f"olga:{PASSWORD}", ci_secret=CI_SECRET) for _ in range(3)]
         assert all(c.document for c in clients)  # each client reads the API's document before, not during
         answers: list = []

@@ -2,8 +2,12 @@
 
 from datetime import timedelta
 
+import pytest
+
 from storage import runs
 from storage.db import connection, transaction
+
+pytestmark = pytest.mark.both_backends
 
 RUNS = "/api/v1/agents/runs"
 

@@ -2,8 +2,12 @@
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from storage import runs
 from storage.db import connection, transaction
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_every_agent_is_listed_never_run_and_not_late(api, clock):

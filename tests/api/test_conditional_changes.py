@@ -8,8 +8,10 @@ import pytest
 
 from domain.clock import iso
 
-from conftest import CI_SECRET
+from conftest import CI_SECRET, PASSWORDS
 from testclient import ApiClient
+
+pytestmark = pytest.mark.both_backends
 
 ADA = ("ada", "ada-password-1")
 
@@ -19,7 +21,7 @@ def two(app, api):
     """Two people on one board: the bootstrap operator (`api`) and ada; initiative `port`, ticket PORT-14 queued."""
     from domain import accounts
 
-    accounts.add(ADA[0], "operator", ADA[1])
+    accounts.add(ADA[0], "operator", ADA[1], passwords=PASSWORDS)
     ada = ApiClient(app, basic=":".join(ADA), ci_secret=CI_SECRET)
     api.post("/api/v1/initiatives", json={"id": "port", "name": "Port", "stage": "active"})
     made = api.post(

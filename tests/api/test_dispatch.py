@@ -12,6 +12,8 @@ from storage.db import connection
 from events_kit import gate
 from router_kit import allowlisted, envelope
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def api(app_factory, config_factory):

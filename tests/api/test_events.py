@@ -156,6 +156,7 @@ def test_a_transition_leading_to_a_human_gate_is_blocked(board):
     }
 
 
+@pytest.mark.both_backends
 def test_the_same_event_id_again_answers_200_with_the_first_decision_and_records_nothing(board, clock):
     envelope = example(MAPPING + "1-tracker-state-changed-queued-to-execute.json")
     first = post_event(board, envelope)
@@ -187,6 +188,7 @@ def test_a_malformed_envelope_is_422_and_recorded_as_rejected(board):
     assert result.json["decision"] == rejected
 
 
+@pytest.mark.both_backends
 def test_a_rejected_envelope_is_recorded_and_echoed_exactly_even_where_orjson_cannot_write_it(board):
     # orjson writes answers and rows, but refuses integers beyond 64 bits; those documents go through json.
     envelope = {**example(MAPPING + "3-ci-pipeline-failed-fixer.json"), "id": "big-1", "source": "nowhere"}
@@ -197,6 +199,7 @@ def test_a_rejected_envelope_is_recorded_and_echoed_exactly_even_where_orjson_ca
     assert decisions(board)[0]["envelope"] == envelope
 
 
+@pytest.mark.both_backends
 def test_a_rejected_envelope_does_not_use_up_its_event_id(board):
     good = example(MAPPING + "3-ci-pipeline-failed-fixer.json")
     broken = {**good, "forge": {"pipeline_id": 8201}}
@@ -225,6 +228,7 @@ def test_a_body_that_is_not_an_object_is_refused_and_recorded_nowhere(board):
     assert decisions(board) == []
 
 
+@pytest.mark.both_backends
 def test_a_batch_routes_each_envelope_in_order_and_answers_each(board):
     failing = example(MAPPING + "3-ci-pipeline-failed-fixer.json")
     batch = {
@@ -277,6 +281,7 @@ def test_decisions_need_basic_credentials(board):
     assert board.get("/api/v1/router/decisions", auth="ci").status_code == 401
 
 
+@pytest.mark.both_backends
 def test_decisions_filter_by_outcome_source_subject_and_since(board, clock):
     post_event(board, example(MAPPING + "1-tracker-state-changed-queued-to-execute.json"))
     clock.advance(minutes=30)
@@ -307,6 +312,7 @@ def test_bad_decision_queries_are_400_naming_the_parameter(board, query):
     assert result.json["errors"][0]["path"] == query[1:].split("=")[0]
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("since", ["0001-01-01T00:00:00%2B00:05", "9999-12-31T23:59:59-01:00"])
 def test_a_since_outside_the_representable_range_is_400_not_a_crash(board, since):
     # Found by a randomized schemathesis run: converting such a timestamp to UTC overflowed (a 500).
@@ -315,6 +321,7 @@ def test_a_since_outside_the_representable_range_is_400_not_a_crash(board, since
     assert result.json["errors"][0]["path"] == "since"
 
 
+@pytest.mark.both_backends
 def test_decisions_page_newest_first_with_a_keyset_cursor(board):
     envelope = example(MAPPING + "4-poller-dispatch-requested.json")
     for i in range(7):

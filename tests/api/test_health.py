@@ -3,11 +3,15 @@ never because the jobs process is down; a failing check shows on the board's age
 
 from __future__ import annotations
 
+import pytest
+
 from domain.outage import DatabaseOutage
 from jobs.process import JobsProcess
 from storage.db import DISK
 
 from testclient import ApiClient
+
+pytestmark = pytest.mark.both_backends
 
 OWN_SECRETS = dict(
     github_webhook_secret="github-secret-0123456789abcdef",

@@ -8,6 +8,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.prometheus import AppendOnlyCount, RequestMetrics
 
+from conftest import PASSWORDS
+
 NOTIFY = "/api/v1/agents/writing/notify"
 
 
@@ -62,6 +64,7 @@ def test_requests_are_counted_by_method_route_template_and_status_class(api):
     assert value(latency, "svc_http_request_duration_seconds_sum", **labels) > 0
 
 
+@pytest.mark.both_backends
 def test_outbox_backlog_by_kind_with_the_age_of_the_oldest(api, clock):
     families = scrape(api)
     assert value(families["svc_outbox_pending_messages"], "svc_outbox_pending_messages", kind="chat") == 0
@@ -78,6 +81,7 @@ def test_outbox_backlog_by_kind_with_the_age_of_the_oldest(api, clock):
     assert value(oldest, "svc_outbox_oldest_pending_age_seconds", kind="tracker_close") == 0
 
 
+@pytest.mark.both_backends
 def test_decisions_by_outcome_and_agent_runs_by_agent_and_result(api):
     from events_kit import example
 
@@ -175,6 +179,7 @@ def test_append_only_counts_count_only_the_unsettled_tail_and_miss_no_late_commi
     assert table.ranges == [(4, None)]  # only the tail after the settled id
 
 
+@pytest.mark.both_backends
 def test_the_jobs_heartbeat_age_appears_once_a_jobs_process_beat(api, clock):
     from jobs.process import JobsProcess
 
@@ -185,6 +190,7 @@ def test_the_jobs_heartbeat_age_appears_once_a_jobs_process_beat(api, clock):
     assert value(families["svc_jobs_heartbeat_age_seconds"], "svc_jobs_heartbeat_age_seconds") == 30
 
 
+@pytest.mark.both_backends
 def test_dispatch_jobs_queued_and_running_and_the_forge_writes_backlog(api):
     from dispatch_kit import claim, make_job
 
@@ -199,7 +205,7 @@ def test_dispatch_jobs_queued_and_running_and_the_forge_writes_backlog(api):
     seed_board(api, tickets={"PORT-7": "queued", "PORT-8": "queued"})
     make_job("PORT-7")
     make_job("PORT-8")
-    accounts.add("bay-1", "worker", "worker-password-1")
+    accounts.add("bay-1", "worker", "worker-password-1", passwords=PASSWORDS)
     assert claim(ApiClient(api.client.app, basic="bay-1:worker-password-1", ci_secret="")).status_code == 200
     jobs = scrape(api)["svc_dispatch_jobs"]
     assert (value(jobs, "svc_dispatch_jobs", state="queued"), value(jobs, "svc_dispatch_jobs", state="running")) == (

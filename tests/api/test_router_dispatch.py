@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from testclient import ApiClient
 
 VERA = ("vera", "vera-password-1")  # a viewer
@@ -17,7 +17,7 @@ NEVER = {"paused": False, "reason": None, "changed_by": None, "changed_at": None
 def api(app):
     from domain import accounts
 
-    accounts.add(VERA[0], "viewer", VERA[1])
+    accounts.add(VERA[0], "viewer", VERA[1], passwords=PASSWORDS)
     return ApiClient(app, basic=BASIC, ci_secret=CI_SECRET)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from domain.policy.document import FIRST_RULES
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from events_kit import ALLOWLIST, seed_board
 from router_kit import STRANGER, envelope, route
 from testclient import ApiClient
@@ -25,7 +25,7 @@ def api(app_factory, config_factory):
     from domain import accounts
 
     client = ApiClient(app_factory(config_factory(router_allowlist=ALLOWLIST)), basic=BASIC, ci_secret=CI_SECRET)
-    accounts.add(VERA[0], "viewer", VERA[1])
+    accounts.add(VERA[0], "viewer", VERA[1], passwords=PASSWORDS)
     return client
 
 
@@ -51,6 +51,7 @@ def versions(api) -> list[dict]:
     return api.get("/api/v1/router/policy/history").json["versions"]
 
 
+@pytest.mark.both_backends
 def test_the_first_start_stores_the_first_policy_from_the_environment(api):
     seen = api.get("/api/v1/router/policy")
     assert seen.status_code == 200
@@ -65,6 +66,7 @@ def test_the_first_start_stores_the_first_policy_from_the_environment(api):
     assert [v["version"] for v in versions(api)] == [body["version"]]
 
 
+@pytest.mark.both_backends
 def test_a_change_is_a_new_version_every_later_decision_applies(api, clock):
     seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "queued"})
     before = route(api, envelope("state_changed", "PORT-1", actor=STRANGER))
@@ -98,6 +100,7 @@ def test_a_change_is_a_new_version_every_later_decision_applies(api, clock):
     assert [v["version"] for v in versions(api)] == [body["version"], seen.json["version"]]
 
 
+@pytest.mark.both_backends
 def test_the_scorecard_entries_keep_the_rule_and_its_version(api, db_session):
     from storage.models import ScorecardEntry
 
@@ -119,6 +122,7 @@ def test_a_rule_s_version_ignores_its_mode_and_the_policy_s_does_not(api):
     assert (changed.json["forced"], changed.json["force"]) == (True, "a test makes the fixer live")
 
 
+@pytest.mark.both_backends
 def test_the_same_document_again_stores_no_new_version(api):
     seen = api.get("/api/v1/router/policy")
     document = seen.json["policy"]
@@ -145,6 +149,7 @@ def test_a_change_without_if_match_is_428_and_changes_nothing(api):
     stored_unchanged(api, seen)
 
 
+@pytest.mark.both_backends
 def test_a_stale_change_is_412_naming_the_version_in_force_and_who_set_it(api):
     seen = api.get("/api/v1/router/policy")
     first = put(api, {**first_document(), "retry_budget": 3}, tag=seen.headers["ETag"], reason="first")
@@ -234,6 +239,7 @@ def test_more_rules_than_the_maximum_is_422_and_a_body_past_the_limit_is_413(api
     stored_unchanged(api, seen)
 
 
+@pytest.mark.both_backends
 def test_the_history_pages_newest_first(api):
     tag = api.get("/api/v1/router/policy").headers["ETag"]
     for budget in (3, 4, 5):
@@ -244,6 +250,7 @@ def test_the_history_pages_newest_first(api):
     assert [v["policy"]["retry_budget"] for v in rest["versions"]] == [3, 2] and rest["next"] is None
 
 
+@pytest.mark.both_backends
 def test_another_process_applies_a_new_version_from_its_next_event(api, app_factory, config_factory):
     """Two apps on one database stand for two API processes: each holds the version it last routed under, and reads
     the version in force again with each event."""
@@ -256,6 +263,7 @@ def test_another_process_applies_a_new_version_from_its_next_event(api, app_fact
     assert decided["outcome"] == "would_dispatch" and decided["policy"]["version"] == opened.json["version"]
 
 
+@pytest.mark.both_backends
 def test_a_start_whose_environment_disagrees_says_so_once_and_changes_nothing(app_factory, config_factory, caplog, api):
     seen = api.get("/api/v1/router/policy")
     disagreeing = config_factory(
@@ -263,21 +271,21 @@ def test_a_start_whose_environment_disagrees_says_so_once_and_changes_nothing(ap
         retry_budget_per_day=7,
         policy_variables_set=frozenset({"SVC_ROUTER_ALLOWLIST", "SVC_RETRY_BUDGET"}),
     )
-    with caplog.at_level(logging.WARNING, logger="svc.config"):
+    with caplog.at_level(logging.WARNING, logger="svc.router.policy"):
         app_factory(disagreeing)
-    lines = [r.getMessage() for r in caplog.records if r.name == "svc.config"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "svc.router.policy"]
     assert len(lines) == 1
     assert "SVC_ROUTER_ALLOWLIST=github:someone-else" in lines[0] and "SVC_RETRY_BUDGET=7" in lines[0]
     assert seen.json["version"] in lines[0] and "svc policy set" in lines[0]
     stored_unchanged(api, seen)
     caplog.clear()
     # An environment that sets neither, or agrees, says nothing.
-    with caplog.at_level(logging.WARNING, logger="svc.config"):
+    with caplog.at_level(logging.WARNING, logger="svc.router.policy"):
         app_factory(config_factory(router_allowlist=frozenset({"github:someone-else"})))
         app_factory(
             config_factory(router_allowlist=ALLOWLIST, policy_variables_set=frozenset({"SVC_ROUTER_ALLOWLIST"}))
         )
-    assert [r for r in caplog.records if r.name == "svc.config"] == []
+    assert [r for r in caplog.records if r.name == "svc.router.policy"] == []
 
 
 def test_the_openapi_document_says_if_match_is_required_and_428_without_it(api):

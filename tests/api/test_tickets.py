@@ -17,6 +17,7 @@ def create(api, key="PORT-1", initiative="port", **extra):
     return result.json
 
 
+@pytest.mark.both_backends
 def test_create_defaults_to_agreement_with_nulls_not_empty_strings(api, initiative):
     ticket = create(api)
     assert ticket["stage"] == "agreement"
@@ -25,6 +26,7 @@ def test_create_defaults_to_agreement_with_nulls_not_empty_strings(api, initiati
     assert ticket["created_at"].endswith("Z")
 
 
+@pytest.mark.both_backends
 def test_an_existing_key_is_409(api, initiative):
     create(api)
     again = api.post("/api/v1/tickets", json={"key": "PORT-1", "initiative_id": "port", "title": "again"})
@@ -32,6 +34,7 @@ def test_an_existing_key_is_409(api, initiative):
     assert again.headers["content-type"] == "application/problem+json"
 
 
+@pytest.mark.both_backends
 def test_unknown_initiative_is_404_and_creates_nothing(api):
     result = api.post("/api/v1/tickets", json={"key": "PORT-1", "initiative_id": "nope", "title": "x"})
     assert result.status_code == 404
@@ -57,6 +60,7 @@ def test_bad_bodies_are_422_with_json_pointers_and_change_nothing(api, initiativ
     assert api.get("/api/v1/tickets").json["tickets"] == []
 
 
+@pytest.mark.both_backends
 def test_read_includes_the_newest_timeline_entries(api, initiative):
     create(api)
     api.post("/api/v1/tickets/PORT-1/move", json={"to": "queued"})
@@ -65,6 +69,7 @@ def test_read_includes_the_newest_timeline_entries(api, initiative):
     assert ticket["timeline"][0]["data"]["from"] == "agreement"
 
 
+@pytest.mark.both_backends
 def test_a_forbidden_move_is_409_naming_the_current_stage_and_changes_nothing(api, initiative):
     create(api)
     result = api.post("/api/v1/tickets/PORT-1/move", json={"to": "ship"})
@@ -76,6 +81,7 @@ def test_a_forbidden_move_is_409_naming_the_current_stage_and_changes_nothing(ap
     assert len(ticket["timeline"]) == 1
 
 
+@pytest.mark.both_backends
 def test_a_full_delivery_path(api, initiative):
     create(api)
     for stage in ["queued", "execute", "ci", "human_test", "human_merge", "ship", "done"]:
@@ -86,6 +92,7 @@ def test_a_full_delivery_path(api, initiative):
     assert len(entries) == 8  # created + seven moves, one entry each
 
 
+@pytest.mark.both_backends
 def test_move_sets_waiting_on_and_needs_you_follows(api, initiative):
     create(api, stage="queued")
     moved = api.post("/api/v1/tickets/PORT-1/move", json={"to": "execute", "waiting_on": "agent"}).json
@@ -96,6 +103,7 @@ def test_move_sets_waiting_on_and_needs_you_follows(api, initiative):
     assert moved["waiting_on"] is None and moved["needs_you"] is True
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("action,final", [("mark_done", "done"), ("cancel", "cancelled")])
 def test_mark_done_and_cancel_from_a_live_stage_then_never_again(api, initiative, action, final):
     create(api, stage="execute")
@@ -121,6 +129,7 @@ def test_unknown_ticket_actions_are_404(api):
         assert result.status_code == 404
 
 
+@pytest.mark.both_backends
 def test_list_filters_and_pages_by_key(api, initiative):
     for n in range(1, 8):
         create(api, key=f"PORT-{n}", stage="queued" if n % 2 else "execute")
@@ -135,6 +144,7 @@ def test_list_filters_and_pages_by_key(api, initiative):
     assert api.get("/api/v1/tickets?initiative_id=other").json["tickets"] == []
 
 
+@pytest.mark.both_backends
 def test_needs_you_filter(api, initiative):
     create(api, key="PORT-1", stage="human_test")
     create(api, key="PORT-2", stage="queued")
@@ -157,6 +167,7 @@ def test_the_writing_ticket_cannot_be_created_then_moved_by_hand(api, initiative
     assert "notify" in result.json["detail"]
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(
     ("path", "values"),
     [
@@ -175,6 +186,7 @@ def test_a_hand_made_cursor_is_400_not_500(api, path, values):
     assert result.json["errors"][0]["path"] == "cursor"
 
 
+@pytest.mark.both_backends
 def test_a_ticket_moved_to_done_waits_on_no_one(api, initiative):
     create(api, stage="ship")
     moved = api.post("/api/v1/tickets/PORT-1/move", json={"to": "done", "waiting_on": "agent"}).json

@@ -81,6 +81,7 @@ def test_a_signed_github_push_to_a_pr_is_recorded_and_waits_for_ci(api):
     assert (decision["kind"], decision["subject_id"], decision["outcome"]) == ("synchronized", "PORT-12", "no_action")
 
 
+@pytest.mark.both_backends
 def test_a_github_redelivery_is_the_same_event_and_records_nothing_new(api):
     body = raw_example("payloads/github/pull_request.opened.json")
     headers = github_headers("pull_request", "6b1f0a40-c6a4-11f0-8d1e-2a6b7c8d9e01", body)
@@ -177,6 +178,7 @@ def test_a_webhook_body_in_another_media_type_is_415_and_recorded_nowhere(api):
 FORM = "application/x-www-form-urlencoded"
 
 
+@pytest.mark.both_backends
 def test_a_form_encoded_github_delivery_is_accepted_and_is_the_same_event_as_its_json(api):
     (request,) = http_requests("payloads/github/pull_request.opened.form.http")
     assert request.headers["Content-Type"] == FORM
@@ -234,6 +236,7 @@ def test_a_signed_body_holding_a_lone_surrogate_escape_is_400_and_recorded_nowhe
     assert decisions(api) == []
 
 
+@pytest.mark.both_backends
 def test_a_github_delivery_replayed_under_another_delivery_id_is_the_same_event(api):
     # X-GitHub-Delivery is not signed: anyone who saw a delivery can send its signed body again under a new id.
     body = raw_example("payloads/github/workflow_run.completed-failure.json")
@@ -252,6 +255,7 @@ def test_a_github_delivery_replayed_under_another_delivery_id_is_the_same_event(
     assert len(decisions(api)) == 2
 
 
+@pytest.mark.both_backends
 def test_a_webhook_events_envelope_sent_again_to_the_events_endpoint_is_a_duplicate(api):
     body = raw_example("payloads/github/pull_request.synchronize.json")
     first = send(api, "forge", body, github_headers("pull_request", "e1f2a3b4-c6a9-11f0-8b3c-2a6b7c8d9e01", body))
@@ -349,6 +353,7 @@ def test_a_key_whose_prefix_the_board_knows_names_its_ticket(api, branch, key):
     assert [d["subject_id"] for d in decisions(api)] == [key]
 
 
+@pytest.mark.both_backends
 def test_a_ticket_created_after_the_first_delivery_is_recognised_at_once(api):
     first = pr_with("bill-2-retries", "Retry failed payment webhooks", number=70)
     assert (
@@ -392,6 +397,7 @@ def test_a_gitlab_merge_request_with_the_right_token_is_recorded(api):
     assert len(decisions(api)) == 1
 
 
+@pytest.mark.both_backends
 def test_the_hooks_of_one_gitlab_action_are_separate_events_and_a_retry_is_one_of_them(api):
     merge, pipeline, retry = http_requests("payloads/gitlab/merge.deliveries.http")
     # One action, one X-Gitlab-Event-UUID for every hook it triggered.
@@ -414,6 +420,7 @@ def test_the_hooks_of_one_gitlab_action_are_separate_events_and_a_retry_is_one_o
     assert decisions(api) == recorded
 
 
+@pytest.mark.both_backends
 def test_without_an_idempotency_key_gitlab_events_are_told_apart_by_their_bodies(api):
     # GitLab before 17.4 sends no Idempotency-Key; X-Gitlab-Event-UUID alone would fold one action's hooks.
     shared = "2d8a6f3e-4b5c-4d6e-8f9a-1b2c3d4e5f60"
@@ -439,6 +446,7 @@ def test_without_an_idempotency_key_gitlab_events_are_told_apart_by_their_bodies
     assert len(decisions(api)) == 3
 
 
+@pytest.mark.both_backends
 def test_an_idempotency_key_with_another_body_is_another_event_never_the_first_ones_answer(api):
     headers = gitlab_headers("Merge Request Hook", "u-1", idempotency_key="0d9c8b7a-6f5e-4d3c-b2a1-0f9e8d7c6b5a")
     first = send(api, "forge", raw_example("payloads/gitlab/merge_request.open.json"), headers)
@@ -773,6 +781,7 @@ def test_stale_but_correctly_signed_deliveries_do_not_lock_the_sender_out(api, c
     assert len(decisions(api)) == 1
 
 
+@pytest.mark.both_backends
 def test_the_same_signed_linear_body_is_one_event_whatever_linear_delivery_comes_with_it(api, clock):
     body = linear_body(STARTED, at=clock.now)
     first = send(api, "tracker", body, linear_headers("5f0c2b9e-8d1a-4c3b-a2e4-6b7c8d9e0f12", body))
@@ -841,6 +850,7 @@ def failed_run(attempt: int) -> bytes:
     return json.dumps(document).encode()
 
 
+@pytest.mark.both_backends
 def test_a_used_up_retry_budget_blocks_the_fixer_but_not_a_coder(api, clock):
     set_policy(api, policy(live=("fixer",)))
     for attempt in (1, 2, 3):

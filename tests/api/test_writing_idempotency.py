@@ -1,8 +1,12 @@
 """Idempotency-Key on notify: a retried report counts once; keys are kept at least a day."""
 
+import pytest
+
 from storage import outbox
 from storage.db import connection, transaction
 from storage.models import IdempotencyRecord
+
+pytestmark = pytest.mark.both_backends
 
 NOTIFY = "/api/v1/agents/writing/notify"
 BODY = {"status": "BACKFILL_READY", "missing": 2, "items": [{"date": "2026-11-19"}]}

@@ -50,6 +50,8 @@ def put_writing_ticket_in(api, stage):
     assert created.status_code == 201, created.text
 
 
+# Which move each status makes is the writing ticket's machine's, not the database's (the move itself, through the
+# composed statements, is the first report's test below and the races', on both backends).
 @pytest.mark.parametrize("prior", STAGES)
 @pytest.mark.parametrize("status", list(TABLE))
 def test_each_status_moves_the_ticket_from_any_prior_stage(api, status, prior):
@@ -85,6 +87,7 @@ def test_each_status_moves_the_ticket_from_any_prior_stage(api, status, prior):
         assert posts[0]["source"] == status and 0 < len(posts[0]["content"]) <= 2000
 
 
+@pytest.mark.both_backends
 def test_the_first_report_creates_the_writing_ticket_and_its_initiative(api):
     result = notify(api, {"status": "BACKFILL_READY", "missing": 3})
 
@@ -235,6 +238,7 @@ def test_stage_listeners_hear_each_move_once(app_factory):
     assert {c.ticket.key for c in heard} == {"WRITING-DAILY"} and {c.actor for c in heard} == {"ci"}
 
 
+@pytest.mark.both_backends
 def test_a_report_whose_transaction_fails_leaves_no_receipt_no_run_and_no_chat_post(app_factory):
     def router_down(change):
         raise RuntimeError("listener failed")
@@ -250,6 +254,7 @@ def test_a_report_whose_transaction_fails_leaves_no_receipt_no_run_and_no_chat_p
     assert healthy.get("/api/v1/initiatives").json["initiatives"] == []
 
 
+@pytest.mark.both_backends
 def test_a_failing_move_of_an_existing_ticket_rolls_back_everything(app_factory):
     calls = []
 
@@ -281,6 +286,7 @@ def _api(app, check_document=True):
     return ApiClient(app, basic=BASIC, ci_secret=CI_SECRET, check_document=check_document)
 
 
+@pytest.mark.both_backends
 def test_a_ticket_changed_behind_this_process_is_read_again_before_it_is_moved(api):
     # Every notify reads the writing ticket in its own transaction: a change made elsewhere (another process, here
     # a statement of its own) is what the next notify moves on from, whatever this process swapped before.
@@ -305,6 +311,7 @@ def test_a_ticket_changed_behind_this_process_is_read_again_before_it_is_moved(a
     assert [e["data"]["from"] for e in timeline(api)[:3]] == ["queued", "blocked", None]
 
 
+@pytest.mark.both_backends
 def test_notifies_sent_at_the_same_moment_are_each_recorded_and_none_is_refused(app):
     """A notify is never refused because another one ran at the same moment (the seed: the prior stage never
     restricts a notify): twelve clients report at once, again and again; every report is answered 200, with its own

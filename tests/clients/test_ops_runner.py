@@ -12,9 +12,9 @@ pytestmark = pytest.mark.process
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, session_database_url):
+def server(tmp_path_factory, module_database_url):
     folder = tmp_path_factory.mktemp("ops-runner")
-    database_url = session_database_url or f"sqlite:///{folder / 'svc.sqlite3'}"
+    database_url = module_database_url
     port = free_port()
     env = svc_env(
         SVC_DATA_DIR=str(folder / "data"),

@@ -222,3 +222,21 @@ def test_what_a_rule_must_earn_before_it_goes_live():
         )
     named = {p.split(":", 1)[0] for p in caught.value.problems}
     assert named == {"SVC_PROMOTION_DAYS", "SVC_PROMOTION_MIN_SETTLED", "SVC_PROMOTION_MIN_AGREEMENT"}
+
+
+def test_the_cost_of_hashing_a_password():
+    defaults = Config.from_env({})
+    assert (defaults.password_time_cost, defaults.password_memory_kib, defaults.password_parallelism) == (3, 65536, 4)
+    given = Config.from_env(
+        {"SVC_PASSWORD_TIME_COST": "4", "SVC_PASSWORD_MEMORY_KIB": "262144", "SVC_PASSWORD_PARALLELISM": "2"}
+    )
+    assert (given.password_time_cost, given.password_memory_kib, given.password_parallelism) == (4, 262144, 2)
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env({"SVC_PASSWORD_TIME_COST": "0", "SVC_PASSWORD_PARALLELISM": "many"})
+    assert {p.split(":", 1)[0] for p in caught.value.problems} == {"SVC_PASSWORD_TIME_COST", "SVC_PASSWORD_PARALLELISM"}
+    # argon2 needs 8 KiB per lane; less would fail at the first password hashed, so it stops the start instead.
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env({"SVC_PASSWORD_MEMORY_KIB": "16", "SVC_PASSWORD_PARALLELISM": "4"})
+    assert caught.value.problems == [
+        "SVC_PASSWORD_MEMORY_KIB: must be at least 8 KiB per lane of SVC_PASSWORD_PARALLELISM (32), got 16"
+    ]

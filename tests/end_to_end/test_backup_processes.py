@@ -136,6 +136,7 @@ def test_a_backup_into_a_folder_that_does_not_exist_says_so(tmp_path):
     assert backup(tmp_path, live, folder / "copy.sqlite3").returncode == 0
 
 
+@pytest.mark.both_backends
 def test_on_postgresql_it_says_to_use_pg_dump_and_exits_non_zero(tmp_path, session_database_url):
     url = session_database_url or "postgresql://svc@db.invalid:5432/svc"
     made = backup(tmp_path, url, tmp_path / "copy.dump")

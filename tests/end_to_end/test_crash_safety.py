@@ -14,7 +14,7 @@ from conftest import BASIC, CI_SECRET
 from load_kit import ENVELOPE, EVENTS, Firing, every_page
 from processes import start_service, wait_until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 ENV = {"SVC_CI_WEBHOOK_SECRET": CI_SECRET, "SVC_BASIC_AUTH": BASIC, "SVC_THREADS": "4"}
 

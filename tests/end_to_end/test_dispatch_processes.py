@@ -26,13 +26,13 @@ from dispatch_kit import WORKER_PASSWORD, output, policy
 from storage.db import connection
 from storage.models import DispatchJob
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from events_kit import ALLOWLIST
 from processes import ServiceProcess, start_service, svc_env, wait_until
 from router_kit import envelope
 from servers.forges import GITHUB_TOKEN, FakeGitHub
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 ENV = {"SVC_CI_WEBHOOK_SECRET": CI_SECRET, "SVC_BASIC_AUTH": BASIC, "SVC_THREADS": "8"}
 JOBS = 12
@@ -56,7 +56,7 @@ def add_workers(*names: str) -> None:
     from domain import accounts
 
     for name in names:
-        accounts.add(name, "worker", WORKER_PASSWORD)
+        accounts.add(name, "worker", WORKER_PASSWORD, passwords=PASSWORDS)
 
 
 def live_board(base: str, keys: list[str], *, fleet_size: int, retry_budget: int = 2) -> list[int]:

@@ -26,13 +26,9 @@ WAITRESS_LIMIT = 16 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory, session_database_url):
+def service(tmp_path_factory, module_database_url):
     tmp = tmp_path_factory.mktemp("hostile")
-    url = session_database_url or f"sqlite:///{tmp / 'svc.sqlite3'}"
-    if session_database_url:
-        from conftest import _empty_postgres
-
-        _empty_postgres(url)
+    url = module_database_url
     env = {"SVC_CI_WEBHOOK_SECRET": CI_SECRET, "SVC_BASIC_AUTH": BASIC, "SVC_MAX_BODY_BYTES": str(APP_LIMIT)}
     server, base = start_service(tmp, url, **env)
     yield base

@@ -18,7 +18,7 @@ import requests
 from processes import SVC, free_port, svc_env, wait_until
 from servers.tcp_relay import TcpRelay
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 SECRET = "outage-ci-secret-0123456789abcdef"
 BASIC = ("ops", "outage-basic-password-0123")

@@ -70,6 +70,7 @@ def test_webhooks_are_recorded_by_the_server_and_board_events_by_the_jobs_proces
         server.stop()
 
 
+@pytest.mark.both_backends
 def test_a_new_policy_reaches_the_server_and_the_jobs_process_without_a_restart(tmp_path, database_url):
     """Both processes route under the first policy, stored at the first start from the environment; a PUT makes
     another the one in force, and the next event each routes is decided under it. A restart whose environment

@@ -31,7 +31,7 @@ from conftest import BASIC, CI_SECRET
 from load_kit import Firing
 from processes import ServiceProcess, last_due, rehearsal_offset, start_service, svc_env, wait_until
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 READY = "jobs process ready: first scheduling pass done"
 ENV = {"SVC_CI_WEBHOOK_SECRET": CI_SECRET, "SVC_BASIC_AUTH": BASIC, "SVC_THREADS": "4"}

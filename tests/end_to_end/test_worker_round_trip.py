@@ -15,7 +15,7 @@ import pytest
 import requests
 from dispatch_kit import WORKER_PASSWORD, policy
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from processes import SVC, ServiceProcess, start_service, svc_env, wait_until
 from router_kit import envelope
 from servers.forges import GITHUB_TOKEN, FakeGitHub
@@ -58,7 +58,7 @@ def dispatched(app, tmp_path, database_url):
     one job it queued for PORT-7 (in `ci`, its pipeline failed)."""
     from domain import accounts
 
-    accounts.add("bay-1", "worker", WORKER_PASSWORD)
+    accounts.add("bay-1", "worker", WORKER_PASSWORD, passwords=PASSWORDS)
     with FakeGitHub() as forge:
         forge.add_repo(REPO)
         env = {
@@ -128,6 +128,7 @@ def test_an_invalid_output_from_svc_worker_writes_nothing(dispatched):
     assert dispatched.forge.calls == []
 
 
+@pytest.mark.both_backends  # the loop through two processes on one database: the bay freed by the jobs process
 def test_svc_worker_walks_a_ticket_from_queued_to_done_and_its_bay_takes_the_next_job(app, tmp_path, database_url):
     """docs/dispatch.md's walk through the loop, as a team lead does it: the coder's job, the draft pull request, the
     pipeline on its head, a person's gate, the merge, the base branch's pipeline at the merge commit: done, the bay

@@ -137,6 +137,7 @@ def test_no_more_than_the_pace_go_out_in_any_minute(app, clock, chat_config):
         assert busiest == PER_MINUTE < 30
 
 
+@pytest.mark.both_backends
 def test_pacing_holds_across_a_restart(app, clock, discord, chat_config):
     queue(clock, *[f"post {n}" for n in range(5)])
     deliverer(chat_config, clock).drain()  # the fifth answer said the bucket is empty for 2 s

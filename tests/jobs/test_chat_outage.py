@@ -9,6 +9,8 @@ reaches an hour between tries during this outage, which an injected clock crosse
 from collections import Counter
 from datetime import timedelta
 
+import pytest
+
 from jobs import assembly
 from storage import outbox
 from storage.db import connection
@@ -18,6 +20,8 @@ from conftest import BASIC, CI_SECRET
 from processes import free_port
 from servers.discord import FakeDiscord
 from testclient import ApiClient
+
+pytestmark = pytest.mark.both_backends
 
 NOTIFY = "/api/v1/agents/writing/notify"
 WEBHOOK_ID = "112233445566778899"

@@ -10,6 +10,8 @@ from storage.db import connection, transaction
 
 from fakes import FakeClock
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def queued(app, clock):

@@ -2,9 +2,13 @@
 
 from datetime import timedelta
 
+import pytest
+
 from jobs.delivery import DEFER_LIMIT, OutboxDeliverer, Outcome
 from storage import outbox
 from storage.db import connection, transaction
+
+pytestmark = pytest.mark.both_backends
 
 
 def queue(clock):

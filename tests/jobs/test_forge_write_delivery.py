@@ -120,6 +120,7 @@ def test_an_invalid_output_writes_nothing_to_the_forge(app_factory, config_facto
     assert messages() == [] and github.calls == []
 
 
+@pytest.mark.both_backends
 def test_a_forge_failing_for_a_while_gets_its_pull_request_once_afterwards(app_factory, config_factory, clock, github):
     api, config = setup(app_factory, config_factory, github_api_url=github.url, github_api_token=GITHUB_TOKEN)
     job = fixer_job(api)
@@ -141,6 +142,7 @@ def test_a_forge_failing_for_a_while_gets_its_pull_request_once_afterwards(app_f
     assert api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]["error"] is None
 
 
+@pytest.mark.both_backends
 def test_a_pull_request_recorded_before_a_failed_comment_is_not_opened_again(
     app_factory, config_factory, clock, github
 ):

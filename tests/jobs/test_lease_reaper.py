@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from dispatch_kit import board, claim, make_job, worker
 
 from jobs import assembly
 
 from router_kit import allowlisted
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_the_reaper_is_a_worker_of_the_jobs_process_looking_every_few_seconds(config, clock):

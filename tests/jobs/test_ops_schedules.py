@@ -133,6 +133,7 @@ def test_the_schedule_is_utc_whatever_the_hosts_time_zone(tmp_path, zone):
     assert out["09:00 UTC Monday"] == ["ops-weekly-digest"]
 
 
+@pytest.mark.both_backends
 def test_when_two_processes_both_see_the_pulse_due_only_one_claims_it(app, config, clock):
     clock.set(MONDAY + timedelta(hours=8, seconds=5))
     first = JobsProcess(clock, ops_jobs(config, clock), owner="a")

@@ -57,6 +57,7 @@ def make_process(clock, ran, owner):
     return JobsProcess(clock, {"ops-daily-pulse": pulse}, owner=owner)
 
 
+@pytest.mark.both_backends
 def test_two_processes_run_a_due_job_once(app, clock, ran):
     clock.set(EIGHT + timedelta(seconds=30))
     first, second = make_process(clock, ran, "a"), make_process(clock, ran, "b")
@@ -65,6 +66,7 @@ def test_two_processes_run_a_due_job_once(app, clock, ran):
     assert ran == [("a", EIGHT, False)]
 
 
+@pytest.mark.both_backends
 def test_a_restart_after_a_missed_time_runs_it_once_marked_late(app, clock, ran):
     clock.set(EIGHT - timedelta(days=1) + timedelta(seconds=5))
     make_process(clock, ran, "a").run_due()  # ran yesterday

@@ -3,12 +3,17 @@ password is its argon2id hash alone."""
 
 from datetime import UTC, datetime
 
+import pytest
 from playhouse.migrate import SchemaMigrator
 from playhouse.migrate import migrate as apply_operations
 
 from storage import db as storage_db
 from storage import migrations
 from storage.models import Account, Initiative, SchemaVersion, Wallet
+
+from conftest import PASSWORDS
+
+pytestmark = pytest.mark.both_backends
 
 
 def _columns(model) -> set[str]:
@@ -42,22 +47,22 @@ def test_migration_3_brings_a_version_2_database_up_to_accounts_and_attribution(
 def test_an_account_stores_an_argon2id_hash_and_never_the_password(app):
     from domain import accounts
 
-    accounts.add("alice", "operator", "alice-password-1")
+    accounts.add("alice", "operator", "alice-password-1", passwords=PASSWORDS)
     with storage_db.connection():
         stored = Account.get_by_id("alice")
         row = " ".join(str(v) for v in Account.select().where(Account.name == "alice").tuples().get())
     assert stored.password_hash.startswith("$argon2id$")
     assert "alice-password-1" not in row
-    assert accounts.check("alice", "alice-password-1").role == "operator"
-    assert accounts.check("alice", "alice-password-2") is None
-    assert accounts.check("nobody", "alice-password-1") is None
+    assert accounts.check("alice", "alice-password-1", passwords=PASSWORDS).role == "operator"
+    assert accounts.check("alice", "alice-password-2", passwords=PASSWORDS) is None
+    assert accounts.check("nobody", "alice-password-1", passwords=PASSWORDS) is None
 
 
 def test_emptying_the_board_for_the_demo_keeps_peoples_accounts(app):
     from domain import accounts
     from storage import reset, wallet
 
-    accounts.add("alice", "operator", "alice-password-1")
+    accounts.add("alice", "operator", "alice-password-1", passwords=PASSWORDS)
     with storage_db.connection(), storage_db.transaction():
         wallet.put(budget=10.0, spent=1.0, locked=True, at=datetime(2026, 11, 1, tzinfo=UTC), by="alice")
     with storage_db.connection():

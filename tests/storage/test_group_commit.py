@@ -11,10 +11,13 @@ from storage.models import Setting
 
 from processes import wait_until
 
-pytestmark = pytest.mark.skipif(
-    __import__("os").environ.get("SVC_TEST_DATABASE", "sqlite") != "sqlite",
-    reason="group commit is SQLite's; PostgreSQL groups commits itself",
-)
+pytestmark = [
+    pytest.mark.both_backends,
+    pytest.mark.skipif(
+        __import__("os").environ.get("SVC_TEST_DATABASE", "sqlite") != "sqlite",
+        reason="group commit is SQLite's; PostgreSQL groups commits itself",
+    ),
+]
 
 
 def until(condition, what: str) -> None:

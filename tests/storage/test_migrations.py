@@ -17,6 +17,8 @@ from storage.models import SchemaVersion
 from processes import SVC, ServiceProcess, free_port, svc_env
 from schema_kit import STAGE_COUNTS, build_at, declared_schema, differences, live_schema, rows
 
+pytestmark = pytest.mark.both_backends
+
 LATEST = migrations.MIGRATIONS[-1][0]
 FROZEN = migrations.frozen_versions()
 

@@ -1,28 +1,24 @@
-"""The declared records (a model's `Meta.record`, what its rows are read into) hold the model's fields, in the table's
-order, each under the name a model instance reads it by: `storage.statements` builds each row positionally."""
+"""The loop's declared records (`statements.record_of`): a dispatch job and a ticket's pull request are read into
+typed dataclasses, so a newcomer reads what each field holds from the record itself (`record_of` holds their fields
+to the model's, in the table's order, as the declaring module is imported)."""
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 
 import pytest
 
-from storage import statements
-from storage.models import ALL_MODELS, DispatchJob, Job
+from storage import jobs, pull_requests, statements
+from storage.models import DispatchJob, PullRequest
 
-DECLARED = [model for model in ALL_MODELS if getattr(model._meta, "record", None) is not None]
+pytestmark = pytest.mark.both_backends
 
-
-def test_the_dispatch_job_is_read_into_the_declared_job():
-    assert DispatchJob in DECLARED and statements.record_type(DispatchJob) is Job
+DECLARED = [(DispatchJob, jobs.Job), (PullRequest, pull_requests.PullRequestRecord)]
 
 
-@pytest.mark.parametrize("model", DECLARED, ids=lambda model: model.__name__)
-def test_a_declared_record_is_its_models_fields_in_order(model):
-    record = model._meta.record
-    names = [field.name for field in dataclasses.fields(record)]
-    assert names == [statements._attribute(field) for field in model._meta.sorted_fields]
-    # Typed, each of them: a newcomer reads what a field holds from the record itself.
+@pytest.mark.parametrize(("model", "record"), DECLARED, ids=lambda item: getattr(item, "__name__", ""))
+def test_the_loops_rows_are_read_into_their_declared_typed_records(model, record):
+    assert statements.record_type(model) is record
     hints = typing.get_type_hints(record, globalns=vars(__import__(record.__module__, fromlist=["_"])))
-    assert set(hints) == set(names) and typing.Any not in hints.values()
+    assert set(hints) == {statements._attribute(field) for field in model._meta.sorted_fields}
+    assert typing.Any not in hints.values()

@@ -2,11 +2,14 @@
 
 import random
 
+import pytest
 from peewee import fn
 
 from storage import tickets
 from storage.db import connection
 from storage.models import Ticket
+
+pytestmark = pytest.mark.both_backends
 
 
 def counted_from_tickets() -> dict[str, int]:

@@ -8,6 +8,8 @@ from storage import db as storage_db
 from storage import migrations, tickets
 from storage.models import Initiative, Ticket
 
+pytestmark = pytest.mark.both_backends
+
 
 def test_sqlite_runs_in_wal_with_durable_commits(app, db_session):
     if storage_db.is_postgres():

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import BASIC, CI_SECRET, _empty_postgres
+from conftest import BASIC, CI_SECRET
 from fakes import FakeClock
 from testclient import ApiClient
 
@@ -19,18 +19,15 @@ END = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)  # a Friday, noon UTC
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, session_database_url):
+def demo(tmp_path_factory, module_database_url):
     from api import create_app
     from domain.config import Config
     from storage import db as storage_db
     from svc import demo as demo_story
 
     folder = tmp_path_factory.mktemp("demo")
-    url = session_database_url or f"sqlite:///{folder / 'svc.sqlite3'}"
-    if session_database_url:
-        _empty_postgres(url)
     # As docs/board.md starts it: the demo sets the router's policy itself.
-    config = Config(data_dir=folder, database_url=url, ci_webhook_secret=CI_SECRET, basic_auth=BASIC)
+    config = Config(data_dir=folder, database_url=module_database_url, ci_webhook_secret=CI_SECRET, basic_auth=BASIC)
     app = create_app(config, clock=FakeClock(END + timedelta(minutes=2)))
     filled = demo_story.fill(config, end=END)
     yield SimpleNamespace(api=ApiClient(app, basic=BASIC, ci_secret=CI_SECRET), filled=filled, config=config)

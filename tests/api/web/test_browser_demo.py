@@ -15,15 +15,16 @@ pytestmark = [pytest.mark.browser]
 LAPTOP_LOW = {"width": 1280, "height": 800}
 
 
-@pytest.fixture
-def demo(tmp_path, database_url):
-    """A board server on a database filled by the demo, ending now, started as docs/board.md starts it."""
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, module_database_url):
+    """A board server on a database filled by the demo, ending now, started as docs/board.md starts it: once for the
+    module, whose tests only look (filling it took 10-20 s a test)."""
     from domain.config import Config
     from svc import demo as demo_story
 
     config = Config(
-        data_dir=tmp_path / "data",
-        database_url=database_url,
+        data_dir=tmp_path_factory.mktemp("demo") / "data",
+        database_url=module_database_url,
         basic_auth=f"{USER}:{PASSWORD}",
         ci_webhook_secret=CI_SECRET,
         threads=4,

@@ -10,6 +10,7 @@ import requests
 from playwright.sync_api import expect
 
 from browser_kit import CI_SECRET, DESKTOP, PASSWORD, PHONE, USER, axe_violations
+from conftest import PASSWORDS
 from router_kit import envelope
 
 pytestmark = [pytest.mark.browser]
@@ -108,7 +109,7 @@ def test_a_stale_adopt_is_refused_and_said_on_the_page(chromium, server):
 def test_a_viewer_sees_the_same_page_with_no_adopt_button(chromium, server):
     from domain import accounts
 
-    accounts.add("vera", "viewer", "vera-password-1")
+    accounts.add("vera", "viewer", "vera-password-1", passwords=PASSWORDS)
     record_decisions(server)
     context, page = open_as(chromium, "vera", "vera-password-1")
     page.goto(server + "/decisions/try?" + requests.compat.urlencode({"rules": json.dumps(rules_with_hold(server))}))

@@ -193,6 +193,7 @@ def test_older_decisions_are_a_link_away_and_the_filter_stays(routed):
     assert "/decisions?outcome=no_action" in second.links  # back to the newest
 
 
+@pytest.mark.both_backends
 def test_older_pages_keep_a_since_filter_to_the_microsecond(routed, clock):
     # A time pasted from the API (evaluated_at has microseconds): the older pages must hold the same filter, not
     # one cut to the second that lets in the decisions from the half second before it.
@@ -303,6 +304,7 @@ def test_every_control_has_a_label(routed):
         assert control.get("id") in found.labels, control
 
 
+@pytest.mark.both_backends
 def test_since_shows_only_decisions_evaluated_from_then_on_as_the_api_does(routed, clock):
     clock.advance(minutes=45)  # 10:45 UTC: one more decision (within the hour an event stays fresh)
     later = copy.deepcopy(example(MAPPING + "2-forge-synchronized-agent-await-ci.json"))

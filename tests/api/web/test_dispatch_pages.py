@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from events_kit import ALLOWLIST, seed_board
 from router_kit import STRANGER, envelope, route
 from testclient import ApiClient
@@ -25,7 +25,7 @@ def api(app_factory, config_factory):
     from domain import accounts
 
     client = ApiClient(app_factory(config_factory(router_allowlist=ALLOWLIST)), basic=BASIC, ci_secret=CI_SECRET)
-    accounts.add(VERA[0], "viewer", VERA[1])
+    accounts.add(VERA[0], "viewer", VERA[1], passwords=PASSWORDS)
     seed_board(client, tickets={"PORT-1": "queued"})
     return client
 

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from board import BoardClient
+from conftest import PASSWORDS
 
 PAGES = ["/", "/initiatives", "/decisions", "/tickets/PORT-1", "/fragments/needs-you"]
 
@@ -92,6 +93,7 @@ BOARD_CHANGES = [
 ]
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("change", BOARD_CHANGES, ids=lambda f: f.__name__.removeprefix("change_"))
 def test_the_board_answers_200_with_a_new_tag_after_any_change_it_shows(board, change, clock):
     tag = tag_of(board.api, "/")
@@ -217,8 +219,8 @@ def test_people_never_share_a_tag(board, app):
     from conftest import CI_SECRET
     from testclient import ApiClient
 
-    accounts.add("vera", "viewer", "vera-password-1")
-    accounts.add("olga", "operator", "olga-password-1")
+    accounts.add("vera", "viewer", "vera-password-1", passwords=PASSWORDS)
+    accounts.add("olga", "operator", "olga-password-1", passwords=PASSWORDS)
     viewer = ApiClient(app, basic="vera:vera-password-1", ci_secret=CI_SECRET)
     operator = ApiClient(app, basic="olga:olga-password-1", ci_secret=CI_SECRET)
     for path in PAGES:
@@ -237,6 +239,7 @@ def needs_you_on_the_board(api) -> list[str]:
     return re.findall(r'data-key="([^"]+)"', section)
 
 
+@pytest.mark.both_backends
 def test_a_change_committed_after_a_newer_one_still_moves_the_tag(board, config, clock):
     # On PostgreSQL an id is taken when a row is inserted, not when its transaction commits: another process's
     # change (its timeline entry id N) may commit after a move whose entry is N+1 has. A page read between the two

@@ -16,6 +16,7 @@ from dispatch_kit import board, claim, output, policy, queue_job, set_policy, wo
 from domain.clock import iso
 from storage.db import connection
 
+from conftest import PASSWORDS
 from router_kit import allowlisted
 from testclient import ApiClient
 
@@ -48,7 +49,7 @@ def viewer(api) -> ApiClient:
 
     from conftest import CI_SECRET
 
-    accounts.add("vera", "viewer", "vera-password-1")
+    accounts.add("vera", "viewer", "vera-password-1", passwords=PASSWORDS)
     return ApiClient(api.client.app, basic="vera:vera-password-1", ci_secret=CI_SECRET)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from domain.policy.document import FIRST_RULES
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from events_kit import ALLOWLIST, seed_board
 from router_kit import envelope, route
 from testclient import ApiClient
@@ -27,7 +27,7 @@ def api(app_factory, config_factory):
     from domain import accounts
 
     client = ApiClient(app_factory(config_factory(router_allowlist=ALLOWLIST)), basic=BASIC, ci_secret=CI_SECRET)
-    accounts.add(VERA[0], "viewer", VERA[1])
+    accounts.add(VERA[0], "viewer", VERA[1], passwords=PASSWORDS)
     return client
 
 

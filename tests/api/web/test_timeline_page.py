@@ -68,6 +68,7 @@ def test_a_kind_the_page_does_not_know_still_reads_as_words():
     assert (view.label, view.tone, view.facts) == ("Bay inspected", "info", [])
 
 
+@pytest.mark.both_backends
 def test_a_ticket_page_merges_its_entries_and_the_routers_decisions_by_time_page_by_page(board, clock):
     """The forge's, CI's and the tracker's events about a ticket belong in its timeline: the router's decisions
     about it stand among its entries, newest first, each linking to its own page, and paging shows each once."""

@@ -9,6 +9,8 @@ from storage.db import connection
 
 from board import BoardClient
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def board(api):

@@ -87,6 +87,7 @@ def test_issues_are_posted_in_auto_mode_and_never_with_never(board, config, cloc
     assert loud.run.status == "ISSUES_FOUND" and loud.run.details["posted"] is True
 
 
+@pytest.mark.both_backends
 def test_stuck_means_no_stage_change_for_longer_than_the_soak_or_blocked(board, config, clock, healthy):
     board.ticket("PORT-1", stage="execute")
     board.ticket("PORT-2", stage="blocked")
@@ -127,6 +128,7 @@ def test_the_wallet_is_an_issue_at_80_percent_or_when_locked(api, config, clock,
     assert [i.detail for i in report.issues if i.check == "wallet"] == ([issue] if issue else [])
 
 
+@pytest.mark.both_backends
 def test_service_health_no_jobs_process_and_an_overdue_outbox(app, config, clock):
     with connection(), transaction():
         outbox.enqueue("chat", {"content": "stuck in the outbox"}, at=clock())

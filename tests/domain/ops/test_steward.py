@@ -119,6 +119,7 @@ def test_nothing_to_release_is_still_a_recorded_run(board, ops):
     assert board.runs("slot-steward")[0]["status"] == "NOTHING_TO_RELEASE"
 
 
+@pytest.mark.both_backends
 def test_two_stewards_at_once_wipe_and_release_a_slot_once(board, ops, wiper, config, clock):
     board.ticket("PORT-1")
     board.claim("bay-1", "PORT-1")
@@ -224,6 +225,7 @@ def test_idle_reclaim_releases_an_idle_bay_whose_ticket_finished(board, ops, wip
     assert board.get("PORT-1")["stage"] == "cancelled"
 
 
+@pytest.mark.both_backends
 def test_a_bay_being_wiped_cannot_be_claimed_until_the_wipe_is_done(board, ops, wiper, clock):
     board.ticket("PORT-1")
     with connection(), transaction():

@@ -241,6 +241,7 @@ def test_decisions_recorded_without_facts_are_not_replayable_and_never_guessed(a
     assert api.get("/api/v1/router/decisions").json["decisions"][1]["facts"] is None
 
 
+@pytest.mark.both_backends
 def test_the_range_and_the_list_of_flips(api, clock):
     from datetime import timedelta
 

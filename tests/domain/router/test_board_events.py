@@ -86,6 +86,7 @@ def test_a_move_to_execute_by_an_allowlisted_person_would_dispatch_the_coder(api
     assert (newest["outcome"], newest["role"]) == ("would_dispatch", "coder")
 
 
+@pytest.mark.both_backends
 def test_routing_a_queued_event_twice_records_one_decision(api, config, clock):
     api.post("/api/v1/tickets/PORT-12/move", json={"to": "queued"})
     with connection():
@@ -100,6 +101,7 @@ def test_routing_a_queued_event_twice_records_one_decision(api, config, clock):
     assert len(decisions(api)) == 1
 
 
+@pytest.mark.both_backends
 def test_the_poller_asks_for_dispatch_of_queued_tickets_with_no_decision_in_the_window(api, config, clock):
     api.post("/api/v1/tickets/PORT-12/move", json={"to": "queued"})
     route_queued(config, clock)  # the move's own decision
