@@ -135,7 +135,7 @@ def test_svc_worker_walks_a_ticket_from_queued_to_done_and_its_bay_takes_the_nex
     freed, and the next ticket's job claimed in it."""
     from domain import accounts
 
-    accounts.add("bay-1", "worker", WORKER_PASSWORD)
+    accounts.add("bay-1", "worker", WORKER_PASSWORD, passwords=PASSWORDS)
     with FakeGitHub() as forge:
         forge.add_repo(REPO)
         env = {
