@@ -321,8 +321,9 @@ def build(routes: list[tuple[str, object]], *, server_url: str | None = None) ->
         "info": {
             "title": "Delivery coordination service",
             "version": __version__,
-            "description": "Board, writing agent, ops agents and the shadow-mode router. Errors are RFC 9457 "
-            "problem details (application/problem+json). No string in a request body may hold U+0000 (the NUL "
+            "description": "Board, writing agent, ops agents, the router (shadow mode until a rule has earned going "
+            "live) and live dispatch to workers in bays. Errors are RFC 9457 problem details "
+            "(application/problem+json). No string in a request body may hold U+0000 (the NUL "
             "character) or a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair): such a body is "
             "answered 400, since PostgreSQL text cannot store the one and no text can hold the other.",
         },

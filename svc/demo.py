@@ -21,7 +21,8 @@ not know); bay wipes are recorded only, except one wipe that runs a real command
 so the slot steward's retry shows. The router judges under the demo's own policy (`policy_in_force`: the first
 policy's rules, with the allowlist the story is written for, `DEMO_ALLOWLIST`), adopted as a new version of the
 database's policy before the story starts, so every outcome occurs (`would_dispatch`, `blocked`, `no_action`,
-`rejected`) and the service started afterwards judges the same way: under it nothing flips.
+`rejected`, and `own` for the service's own events; not `stuck`: no rule is live) and the service started
+afterwards judges the same way: under it nothing flips.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ from domain.config import Config
 from domain.ops.agents import OpsAgents
 from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
 from domain.ops.schedules import AGENTS
+from domain.policy.document import Policy
 from domain.router import scorecard
 from domain.router.backtest import Report, backtest
 from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
-from domain.router.policy import Policy
 from domain.router.policy_versions import Thresholds
 from domain.router.policy_versions import adopt as adopt_policy
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
@@ -74,6 +75,7 @@ DEMO_ALLOWLIST = frozenset(
     {"svc:ada", ADA_LINEAR, "github:svc-coder[bot]", "github:github-actions", "gitlab:gitlab-ci", "svc:poller"}
 )
 PORT_12_ISSUE = "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9"  # the Linear issue of the example payloads
+GRACE = "svc:grace"  # who moves tickets on the board and is on no allowlist
 DAYS = 14
 # The poller runs every five minutes over these last hours, then stops: the agents strip shows it late.
 POLLER_FROM = timedelta(hours=3)
@@ -86,12 +88,15 @@ RETRY_OFFSETS = (timedelta(seconds=6), timedelta(seconds=21), timedelta(seconds=
 
 def sent_at(document: dict[str, Any], at: datetime, *, attempt: int) -> None:
     """Stamp an example as its sender would send it at `at`: Linear signs the time of sending
-    (`webhookTimestamp`, checked against the replay window); GitHub's body carries the time of the change. The
-    story sends the same red pipeline three times: each is a re-run of the workflow (`run_attempt`), as GitHub
-    sends it, and so a new event, not a redelivery of the first."""
+    (`webhookTimestamp`, checked against the replay window) beside the time of the action (`createdAt`); GitHub's
+    body carries the time of the change. Both are the story's, so the router's `fresh` gate sees news, not the
+    examples' own date. The story sends the same red pipeline three times: each is a re-run of the workflow
+    (`run_attempt`), as GitHub sends it, and so a new event, not a redelivery of the first."""
     stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     if "webhookTimestamp" in document:
         document["webhookTimestamp"] = int(at.timestamp() * 1000)
+        if "createdAt" in document:
+            document["createdAt"] = at.strftime("%Y-%m-%dT%H:%M:%S.000Z")
     if isinstance(document.get("pull_request"), dict):
         document["pull_request"]["updated_at"] = stamp
     if isinstance(document.get("workflow_run"), dict):
@@ -223,10 +228,11 @@ def fill(config: Config, *, end: datetime, force: bool = False) -> Filled:
         policy = policy_in_force(config)
         story = Story(demo_config(config, policy), end)
         story.play()
-        # What one more bay would have let through: the question the fleet gate's scorecard row raises.
-        fleet = policy.fleet_size + 1
+        # What letting Grace through would change: the question the authorization gate's scorecard row raises.
+        widened = sorted(policy.allowlist | {GRACE})
         suggestion = Suggestion(
-            f"svc backtest --fleet-size {fleet}", backtest(policy.changed(fleet_size=fleet), list_at_most=0)
+            f"svc backtest --allowlist {','.join(widened)}",
+            backtest(policy.changed(allowlist=widened), list_at_most=0, max_age=config.dispatch_max_age_seconds),
         )
         return Filled(reset.row_counts(), decisions.count_by_outcome(), end, policy, suggestion)
 
@@ -556,7 +562,8 @@ class Story:
         self.github(56, "pull_request", "pull_request.synchronize.json")
         self.github(55, "workflow_run", "workflow_run.completed-failure.json")  # red again: the fixer, twice
         self.github(54, "pull_request", "pull_request.synchronize.json")
-        self.github(53, "workflow_run", "workflow_run.completed-failure.json")  # the retry budget is spent
+        # Red a third time: the retry budget counts fixer jobs, and a rule in shadow mode queues none.
+        self.github(53, "workflow_run", "workflow_run.completed-failure.json")
         self.rejected(30, "unknown-actor-kind.json")
         self.github(1.5, "workflow_run", "workflow_run.in_progress.json")
         self.github(0.6, "workflow_run", "workflow_run.completed-success.json")
@@ -611,7 +618,7 @@ def run(config: Config, *, force: bool, end: datetime, out: TextIO, err: TextIO)
         f"{config.data_dir / 'credentials.env'} unless SVC_BASIC_AUTH is set).\n"
         f"svc demo: {_policy_words(filled.policy)}\n"
         f'svc demo: the decisions page says whether the router was right, and its "Try a policy" starts from the '
-        f"policy in force, where nothing flips; what would one more bay change? {filled.suggestion.words()}.",
+        f"policy in force, where nothing flips; what would letting Grace through change? {filled.suggestion.words()}.",
         file=out,
     )
     return 0

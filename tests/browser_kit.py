@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from datetime import UTC, datetime
 
 import pytest
 import requests
@@ -138,7 +139,7 @@ def dispatch(base: str, *, running: str, queued: tuple[str, ...]) -> dict[str, i
     `queued`, of the fixture's active initiative), and the first claimed by worker `bay-2` in its bay; each ticket's
     job id."""
     from domain import accounts
-    from domain.router.policy import FIRST_RULES
+    from domain.policy.document import FIRST_RULES
     from storage import db as storage_db
 
     with storage_db.connection():
@@ -164,7 +165,7 @@ def dispatch(base: str, *, running: str, queued: tuple[str, ...]) -> dict[str, i
             event = {
                 "schema": "svc.normalized-event/v0",
                 "id": f"browser:{key}",
-                "occurred_at": "2026-11-20T10:00:00Z",
+                "occurred_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),  # fresh when judged
                 "source": "tracker",
                 "transition": {"kind": "state_changed", "from": "queued", "to": "execute"},
                 "subject": {"type": "ticket", "id": key, "initiative_id": "port"},

@@ -22,7 +22,7 @@ from domain.ops import agents_strip, runs
 from domain.router import reconciliation
 from domain.router.gates import AGREED_INITIATIVE_STAGES
 from domain.router.policy_versions import Thresholds
-from domain.router.shadow import OUTCOMES, SOURCES
+from domain.router.shadow import OUTCOMES, OWN, SOURCES
 from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage.paging import InvalidCursor
 
@@ -56,11 +56,12 @@ class BoardPage:
         )
     }
 
-    def __init__(self, board, clock, config, outage):
+    def __init__(self, board, clock, config, outage, policy):
         self.board = board
         self.clock = clock
         self.config = config
         self.outage = outage
+        self.policy = policy  # the router's policy in force: the fleet size the queue speaks of
         self._health: tuple[datetime, health.Health] | None = None
 
     def _service_health(self, now: datetime) -> health.Health:
@@ -86,7 +87,7 @@ class BoardPage:
         wallet, percent_used = self.board.wallet_and_percent_used()
         choices, _ = self.board.initiatives(limit=INITIATIVES_TO_CHOOSE_FROM, cursor=None)
         running = dispatch_panel.running_by_bay()
-        queued, queued_total = dispatch_panel.queue()
+        queued, queued_total = dispatch_panel.queue(self.policy)
         page(
             resp,
             "board.html",
@@ -263,14 +264,15 @@ def _subject(req: falcon.Request) -> str | None:
 
 
 class DecisionsPage:
-    """The shadow router's recorded decisions: a plain GET form filters them, keyset pages go back in time.
+    """The router's recorded decisions: a plain GET form filters them, keyset pages go back in time.
 
     It reads through `ShadowRouter.decisions`, the unit `GET /api/v1/router/decisions` uses.
     """
 
     operations = {
         "GET": _html(
-            "The shadow router's decisions, newest first, filtered by outcome, source and subject",
+            "The router's decisions, newest first, filtered by outcome, source and subject (the service's own "
+            "events only with include=own)",
             params=(
                 Param("outcome", {"type": "string", "enum": ["", *OUTCOMES]}, "Empty for any outcome."),
                 Param("source", {"type": "string", "enum": ["", *SOURCES]}, "Empty for any source."),
@@ -283,6 +285,11 @@ class DecisionsPage:
                     "since",
                     {"type": "string", "maxLength": 64},
                     "Only decisions evaluated at or after this time: ISO 8601 with a zone, or without one (UTC).",
+                ),
+                Param(
+                    "include",
+                    {"type": "string", "enum": ["", OWN]},
+                    "own: the service's own events' decisions too (left out otherwise, as by the API).",
                 ),
                 Param(
                     "window_seconds",
@@ -309,6 +316,7 @@ class DecisionsPage:
                 "source": params.choice(req, "source", SOURCES),
                 "subject_id": _subject(req),
                 "since": _since(req),
+                "include": params.choice(req, "include", (OWN,)),
             }
         except InvalidQuery as exc:
             # A person who typed `?since=yesterday` reads a page that says what was wrong, not a problem document.
@@ -320,7 +328,12 @@ class DecisionsPage:
         if freshness.unchanged(req, resp, tag):
             return
         try:
-            rows, after = self.router.decisions(limit=DECISIONS_PER_PAGE, cursor=cursor, **filters)
+            rows, after = self.router.decisions(
+                limit=DECISIONS_PER_PAGE,
+                cursor=cursor,
+                include_own=filters["include"] == OWN,
+                **{name: value for name, value in filters.items() if name != "include"},
+            )
         except InvalidCursor:
             # A link cut short or typed by hand: the page says so, like a bad filter.
             self._render(req, resp, now, refused=InvalidQuery("cursor", "not a link to older decisions this page made"))
@@ -342,7 +355,7 @@ class DecisionsPage:
     ) -> None:
         """The page: the decisions `rows` found with `filters`, or, when a filter or the link was `refused`, the
         form left empty and what was wrong (400)."""
-        filters = filters or dict.fromkeys(("outcome", "source", "subject_id", "since"))
+        filters = filters or dict.fromkeys(("outcome", "source", "subject_id", "since", "include"))
         rows = rows or []
         on_board = self.board.on_board({row.subject_id for row in rows if row.subject_id})
         given = {name: _query_value(value) for name, value in filters.items() if value}
@@ -423,7 +436,7 @@ class Favicon:
 def routes(services) -> list[tuple[str, object]]:
     board, clock = services.board, services.clock
     return [
-        ("/", BoardPage(board, clock, services.config, services.outage)),
+        ("/", BoardPage(board, clock, services.config, services.outage, services.router.policy)),
         ("/fragments/needs-you", NeedsYouFragment(board, clock)),
         ("/initiatives", InitiativesPage(board, clock)),
         ("/tickets/{key}", TicketPage(board, services.router, clock)),

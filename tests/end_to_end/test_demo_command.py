@@ -43,4 +43,6 @@ def test_demo_refuses_a_database_with_tickets_and_force_replaces_them(api, datab
     )
     assert today.returncode == 0, today.stderr
     report = json.loads(today.stdout)
-    assert report["evaluated"] > 100 and report["flipped"] == 0, report["flips_by_gate"]
+    # About 130 decisions, some 50 of them the service's own events (the writing agent's and the router's), which a
+    # backtest never judges.
+    assert report["evaluated"] > 60 and report["flipped"] == 0, report["flips_by_gate"]

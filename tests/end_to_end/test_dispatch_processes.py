@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
@@ -79,7 +79,7 @@ def live_board(base: str, keys: list[str], *, fleet_size: int, retry_budget: int
     for key in keys:
         answer = requests.post(
             f"{base}/api/v1/events",
-            json=envelope("state_changed", key),
+            json=envelope("state_changed", key, at=datetime.now(UTC)),  # fresh when judged
             headers={"X-Svc-CI-Secret": CI_SECRET},
             timeout=30,
         )
@@ -282,7 +282,7 @@ def test_the_forge_writes_survive_an_outage_of_the_forge_and_a_restart_of_the_jo
                 headers={"If-Match": current.headers["ETag"]},
             )
             assert changed.status_code == 200, changed.text
-            event = envelope("pipeline_failed", "PORT-7")
+            event = envelope("pipeline_failed", "PORT-7", at=datetime.now(UTC))
             event["subject"]["repo"] = "acme/portfolio"
             routed = requests.post(
                 f"{base}/api/v1/events", json=event, headers={"X-Svc-CI-Secret": CI_SECRET}, timeout=30

@@ -94,6 +94,7 @@ def test_the_readme_tour_runs_as_written_and_reaches_would_dispatch(tmp_path, da
     )
     try:
         decisions = _decisions(port, (user, password))
+        ticket = requests.get(f"http://127.0.0.1:{port}/api/v1/tickets/PORT-12", auth=(user, password), timeout=10)
     finally:
         again.terminate()
         again.wait(timeout=30)
@@ -110,6 +111,8 @@ def test_the_readme_tour_runs_as_written_and_reaches_would_dispatch(tmp_path, da
     # Under the policy the tour set while the service ran (`svc policy set`), not the one it started with.
     assert newest["policy"]["allowlist"] == ["github:github-actions"] != first["policy"]["allowlist"]
     assert "svc user: added alice (operator" in output
+    # The ticket followed its pull request, in shadow mode too: the red run on its head sent it back to execute.
+    assert (ticket.json()["stage"], ticket.json()["waiting_on"]) == ("execute", "agent_failed")
 
 
 def _decisions(port: int, auth: tuple[str, str]) -> list[dict]:

@@ -1,5 +1,7 @@
 """The router as it runs: `svc serve` takes signed webhooks, `svc jobs` routes the board's own events."""
 
+from datetime import UTC, datetime
+
 import pytest
 import requests
 
@@ -110,7 +112,7 @@ def test_a_new_policy_reaches_the_server_and_the_jobs_process_without_a_restart(
             document = {
                 "schema": "svc.normalized-event/v0",
                 "id": f"tracker:{key}:to-execute",
-                "occurred_at": "2026-11-20T10:00:00Z",
+                "occurred_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),  # fresh when judged
                 "source": "tracker",
                 "transition": {"kind": "state_changed", "from": "queued", "to": "execute"},
                 "subject": {"type": "ticket", "id": key},
@@ -129,7 +131,7 @@ def test_a_new_policy_reaches_the_server_and_the_jobs_process_without_a_restart(
         assert event("PORT-1")["outcome"] == "would_dispatch"
         session.post(base + "/api/v1/tickets/PORT-1/move", json={"to": "execute"}, timeout=5)
         moved = wait_until(lambda: decision_about("PORT-1", "svc"), what="the jobs process routing the move")
-        assert (moved["outcome"], moved["policy"]["version"]) == ("would_dispatch", first.json()["version"])
+        assert (moved["outcome"], moved["policy"]["version"]) == ("would_dispatch", first.json()["version"]), moved
 
         # A new policy: the admin is off the allowlist.
         changed = session.put(

@@ -229,7 +229,7 @@ def test_the_decisions_page_filters_to_matching_decisions(chromium, routed_serve
     with page.expect_navigation():
         page.locator("li.decision a.decision-link").click()
     verdicts = page.locator("li.decision .gates li").all_inner_texts()
-    assert len(verdicts) == 6 and "✗ fail" in verdicts[1].lower() and "✓ pass" in verdicts[2].lower(), verdicts
+    assert len(verdicts) == 7 and "✗ fail" in verdicts[1].lower() and "✓ pass" in verdicts[2].lower(), verdicts
     page.go_back()
 
     page.get_by_role("link", name="Clear filters").click()

@@ -122,7 +122,7 @@ def test_the_decisions_page_is_one_line_a_decision_and_its_captions_and_headings
     blocked = page.locator('ol.decisions > li.decision[data-outcome="blocked"]').first
     with page.expect_navigation():
         blocked.locator("a.decision-link").click()
-    expect(page.locator("li.decision .gates li")).to_have_count(6)
+    expect(page.locator("li.decision .gates li")).to_have_count(7)
     card = page.locator("ol.decisions > li.decision").bounding_box()
     heading = page.get_by_role("heading", name="What the gates read from the board").bounding_box()
     assert heading["y"] - (card["y"] + card["height"]) >= 12, (card, heading)

@@ -2,6 +2,8 @@
 number, Try a policy with its flips, and a flipped decision's own page, at a laptop's and a phone's width, with no
 axe violations and nothing scrolling sideways."""
 
+from datetime import UTC, datetime
+
 import pytest
 import requests
 
@@ -22,10 +24,11 @@ def post(server, document):
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_the_scorecard_and_try_a_policy_in_the_browser(chromium, server, viewport):
     blocked = [
-        post(server, envelope("state_changed", key, actor=MONA, initiative="port")) for key in ("PORT-1", "PORT-2")
+        post(server, envelope("state_changed", key, actor=MONA, initiative="port", at=datetime.now(UTC)))
+        for key in ("PORT-1", "PORT-2")
     ]
     # The team went ahead with PORT-2 anyway: a merge request is opened for it.
-    post(server, envelope("opened", "PORT-2", actor=MONA, initiative="port"))
+    post(server, envelope("opened", "PORT-2", actor=MONA, initiative="port", at=datetime.now(UTC)))
     context = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}, viewport=viewport)
     page = context.new_page()
     found, widths = {}, {}

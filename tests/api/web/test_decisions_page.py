@@ -104,7 +104,7 @@ def test_each_decision_is_one_line_with_the_gates_that_stopped_it(routed):
     closed = found.decisions.index(next(d for d in found.decisions if d["data-subject"] == "acme/portfolio#43"))
     assert "✗ agreement no initiative is known for the subject" in found.gates[closed]
     html = routed.get("/decisions").text
-    assert html.count("all 6 gates pass") == sum(
+    assert html.count("all 7 gates pass") == sum(
         1 for d in listed.values() if d["gates"] and all(g["passed"] for g in d["gates"])
     )
     assert '<details class="envelope">' not in html  # the envelopes are on the decisions' own pages
@@ -119,7 +119,7 @@ def test_a_decisions_own_page_spells_out_every_gate_with_its_reason(routed):
             continue
         gates = found.gates[0]
         names = [g.split()[2] for g in gates]
-        assert names == ["authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget"]
+        assert names == ["authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget", "fresh"]
         assert all(g.startswith(("✓ pass ", "✗ fail ")) and len(g.split()) > 3 for g in gates), gates
     closed = next(
         d for d in routed.get("/api/v1/router/decisions").json["decisions"] if d["subject_id"] == "acme/portfolio#43"
@@ -295,6 +295,7 @@ def test_every_control_has_a_label(routed):
         "source",
         "subject_id",
         "since",
+        "include",
         "window_seconds",
         "reason",
         "force",
@@ -305,7 +306,7 @@ def test_every_control_has_a_label(routed):
 
 @pytest.mark.both_backends
 def test_since_shows_only_decisions_evaluated_from_then_on_as_the_api_does(routed, clock):
-    clock.advance(hours=1)  # 11:00 UTC: one more decision
+    clock.advance(minutes=45)  # 10:45 UTC: one more decision (within the hour an event stays fresh)
     later = copy.deepcopy(example(MAPPING + "2-forge-synchronized-agent-await-ci.json"))
     later["id"] = "github:push-later"
     assert routed.post("/api/v1/events", json=later, auth="ci").status_code == 202
@@ -344,3 +345,19 @@ def test_a_ticket_page_shows_the_latest_decisions_about_it(routed):
     assert "/decisions?subject_id=PORT-12" in found.links
     quiet = Page(routed.get("/tickets/PORT-14").text)
     assert [(d["data-source"], d["data-outcome"]) for d in quiet.decisions] == [("poller", "no_action")]
+
+
+def test_the_services_own_events_are_left_out_unless_asked_for_as_the_api_does(routed):
+    own = copy.deepcopy(example("envelopes/valid/cleared.json"))
+    own["actor"] = {"kind": "system", "id": "svc:router", "roles": []}  # the service's own move, not Ada's
+    answered = routed.post("/api/v1/events", json=own, auth="ci")
+    assert answered.json["decision"]["outcome"] == "own"
+    hidden = page(routed)
+    assert "own" not in {d["data-outcome"] for d in hidden.decisions} and len(hidden.decisions) == 6
+    assert "the service's own events left out" in routed.get("/decisions").text
+    shown = page(routed, "?include=own")
+    assert shown.decisions[0]["data-outcome"] == "own" and len(shown.decisions) == 7
+    listed = [d["id"] for d in routed.get("/api/v1/router/decisions?include=own").json["decisions"]]
+    assert [int(d["data-id"]) for d in shown.decisions] == listed
+    assert 'name="include" type="checkbox" value="own" checked' in routed.get("/decisions?include=own").text
+    assert routed.get("/decisions?include=all").status_code == 400

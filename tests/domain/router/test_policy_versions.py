@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from domain.errors import PreconditionFailed
+from domain.policy.document import Policy
+from domain.policy.in_force import PolicyInForce
 from domain.router import policy_versions
-from domain.router.policy import Policy
 
 pytestmark = pytest.mark.both_backends
 
@@ -53,7 +54,7 @@ def test_two_changes_from_one_version_at_once_store_one_and_refuse_the_other(app
 
 
 def test_the_policy_in_force_is_read_per_call_and_parsed_once_per_version(app, clock, db_session):
-    held = policy_versions.PolicyInForce(Policy(frozenset()))
+    held = PolicyInForce(Policy(frozenset()))
     first = held()
     assert first.version == policy_versions.current().version  # the app's first policy, as stored
     assert held() is first  # the same version: the parsed policy held
