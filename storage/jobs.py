@@ -143,9 +143,27 @@ def counts_by_rule() -> dict[str | None, dict[str, int]]:
     return found
 
 
-def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None) -> bool:
-    """Whether `worker` claimed (and so holds or held) the job `job_id`, or a job of `ticket`."""
+def running_held_by(worker: str, principal: str) -> Any | None:
+    """A running job the worker `worker` (that principal of the name, or a claim from before principals were kept)
+    holds, or None (one read of the (worker, id) index)."""
+    found = (
+        DispatchJob.select()
+        .where(
+            (DispatchJob.worker == worker)
+            & (DispatchJob.state == RUNNING)
+            & ((DispatchJob.worker_principal == principal) | DispatchJob.worker_principal.is_null())
+        )
+        .limit(1)
+    )
+    return next(iter(found), None)
+
+
+def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None, principal: str | None = None) -> bool:
+    """Whether `worker` claimed (and so holds or held) the job `job_id`, or a job of `ticket`; that `principal` of
+    the name when one is given (or a claim from before principals were kept)."""
     query = DispatchJob.select(DispatchJob.id).where(DispatchJob.worker == worker)
+    if principal is not None:
+        query = query.where((DispatchJob.worker_principal == principal) | DispatchJob.worker_principal.is_null())
     if ticket is not None:
         query = query.where(DispatchJob.ticket == ticket)
     if job_id is not None:

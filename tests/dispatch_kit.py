@@ -35,11 +35,11 @@ def set_policy(api: ApiClient, document: dict[str, Any]) -> dict[str, Any]:
     return answer.json
 
 
-def worker(api: ApiClient, name: str = "bay-1") -> ApiClient:
-    """An API client signed in as a new worker account `name`."""
+def worker(api: ApiClient, name: str = "bay-1", *, bay: str | None = None) -> ApiClient:
+    """An API client signed in as a new worker account `name` (in bay `bay`, by default its name)."""
     from domain import accounts
 
-    accounts.add(name, "worker", WORKER_PASSWORD)
+    accounts.add(name, "worker", WORKER_PASSWORD, bay=bay)
     return ApiClient(api.client.app, basic=f"{name}:{WORKER_PASSWORD}", ci_secret=CI_SECRET)
 
 

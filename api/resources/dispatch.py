@@ -10,6 +10,7 @@ from api.errors import Problem
 from api.operations import CURSOR, LIMIT, WORKERS_ONLY, WORKERS_TOO, Operation, Param
 from domain.accounts import WORKER
 from domain.clock import iso
+from domain.dispatch import workers
 from domain.dispatch.jobs import STATES, Dispatch
 from domain.errors import NotFound
 
@@ -32,7 +33,8 @@ class Claim:
         "POST": Operation(
             "A worker claims the oldest queued job for its bay: 200 with the job, its envelope and ticket, and the "
             "lease; 204 when nothing is queued, the policy's fleet size of jobs already run, or dispatch is paused; "
-            "409 when the bay is held by another ticket (workers only)",
+            "403 for a bay other than the worker's own; 409 while the worker holds a running job (before any 204), "
+            "or when the bay is held by another ticket (workers only)",
             request="dispatch-claim.json",
             responses={200: "dispatch-claim-answer.json", 204: None, **_WORKER_ERRORS, 422: "problem.json"},
             tags=("dispatch",),
@@ -138,11 +140,27 @@ class Jobs:
         resp.media = representations.page("jobs", [representations.job(r) for r in rows], after)
 
 
+class Workers:
+    operations = {
+        "GET": Operation(
+            "The workers, by account name: each one's bay (the only one it claims into), the id of the job it runs "
+            "(null when none) and when it was last heard (a claim, a heartbeat or a result, refused ones too)",
+            responses={200: "dispatch-worker-list.json", 400: "problem.json", 401: "problem.json", 403: "problem.json"},
+            params=(LIMIT, CURSOR),
+            tags=("dispatch",),
+        ),
+    }
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        views, after = workers.page(limit=params.limit(req), cursor=params.cursor(req))
+        resp.media = representations.page("workers", [representations.worker(v) for v in views], after)
+
+
 class Job:
     operations = {
         "GET": Operation(
-            "One dispatch job (a worker: only a job it claimed)",
-            responses={200: "dispatch-job.json", 401: "problem.json", 403: "problem.json", 404: "problem.json"},
+            "One dispatch job (a worker: only a job it claimed; 409 for one an earlier account of its name claimed)",
+            responses={200: "dispatch-job.json", **_WORKER_ERRORS},
             params=(_JOB_ID,),
             tags=("dispatch",),
             workers=WORKERS_TOO,
@@ -187,6 +205,7 @@ def routes(services) -> list[tuple[str, object]]:
     return [
         ("/api/v1/dispatch/claim", Claim(dispatch)),
         ("/api/v1/dispatch/jobs", Jobs(dispatch)),
+        ("/api/v1/dispatch/workers", Workers()),
         ("/api/v1/dispatch/jobs/{job_id}", Job(dispatch)),
         ("/api/v1/dispatch/jobs/{job_id}/heartbeat", Heartbeat(dispatch)),
         ("/api/v1/dispatch/jobs/{job_id}/result", Result(dispatch)),

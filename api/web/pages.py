@@ -17,6 +17,7 @@ from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
 from domain.dispatch import panel as dispatch_panel
+from domain.dispatch import workers as dispatch_workers
 from domain.errors import InvalidQuery, NotFound
 from domain.ops import agents_strip, runs
 from domain.router import reconciliation
@@ -36,7 +37,7 @@ TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
 LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
 
 # The parts of the board each page shows (`storage.freshness.PARTS`): its ETag moves when one of them does.
-BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives", "jobs")
+BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives", "jobs", "workers")
 NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
 # A decision links to its subject's ticket page once that ticket exists.
@@ -86,6 +87,7 @@ class BoardPage:
         wallet, percent_used = self.board.wallet_and_percent_used()
         choices, _ = self.board.initiatives(limit=INITIATIVES_TO_CHOOSE_FROM, cursor=None)
         running = dispatch_panel.running_by_bay()
+        workers = dispatch_workers.everyone()
         queued, queued_total = dispatch_panel.queue()
         page(
             resp,
@@ -108,6 +110,7 @@ class BoardPage:
             waiting_choices=WAITING_ON,
             initiatives=choices,
             bays=[bays.describe(view, now, running.get(view.slot.name)) for view in self.board.slots()],
+            workers=workers,
             queue=queued,
             queue_total=queued_total,
             # Tickets a free bay could be claimed for: the live ones on the board that hold none.

@@ -31,7 +31,7 @@ from domain import chat, units
 from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
-from domain.dispatch import switch
+from domain.dispatch import switch, workers
 from domain.errors import Conflict, Forbidden, NotFound
 from machines.stages import FINAL_STAGES, HUMAN_GATE_STAGES
 from storage import decisions, outbox, policy_versions, tickets, timeline
@@ -140,12 +140,14 @@ class Dispatch:
     def check_worker_reads_job(self, worker: str, job_id: int) -> None:
         """A worker may read a job it holds or held (`NotYours` otherwise; `NotFound` for no job at all)."""
         job = self.job(job_id)
+        workers.check_predecessor(job, worker)
         if job.worker != worker:
             raise NotYours(f"{worker} is a worker: it may read only the jobs it claimed, and job {job_id} is not one")
 
     def check_worker_reads_ticket(self, worker: str, key: str) -> None:
         """A worker may read the ticket of a job it holds or held."""
-        if not rows.held_by(worker, ticket=key):
+        me = workers.worker(worker)
+        if me is None or not rows.held_by(worker, ticket=key, principal=me.principal):
             raise NotYours(f"{worker} is a worker: it may read only the tickets of the jobs it claimed, not {key}")
 
     # -- a worker's calls ----------------------------------------------------------------------------------------
@@ -161,6 +163,7 @@ class Dispatch:
 
         def work() -> Claimed | None:
             rows.serialise_claims()  # before anything is counted: claims take turns from here
+            me = workers.admit_claim(worker, bay, now=self.clock())  # its own bay, one job at a time: before a 204
             if paused():
                 return None
             knobs = self.knobs()
@@ -183,11 +186,19 @@ class Dispatch:
                     continue
                 if ticket.assigned_slot and ticket.assigned_slot != bay:
                     continue  # its ticket works in another bay: that bay's worker takes it
-                return self._start(job, ticket, bay, worker=worker, now=now)
+                return self._start(job, ticket, bay, worker=worker, principal=me.principal, now=now)
 
-        return units.run(work, what="claiming a job")
+        return self._for_worker(worker, work, what="claiming a job")
 
-    def _start(self, job: Any, ticket: Any, bay: str, *, worker: str, now: datetime) -> Claimed:
+    def _for_worker(self, worker: str, work: Any, *, what: str) -> Any:
+        """`units.run(work)` for a worker's call; a refusal of it is kept for the board (`workers.refused`)."""
+        try:
+            return units.run(work, what=what)
+        except (Forbidden, Conflict) as refusal:
+            workers.refused(worker, str(refusal), at=self.clock())
+            raise
+
+    def _start(self, job: Any, ticket: Any, bay: str, *, worker: str, principal: str, now: datetime) -> Claimed:
         self.board.hold_slot(bay, ticket, actor=worker, at=now, record=False, job_id=job.id)
         until = now + self.lease
         if not rows.swap(
@@ -197,6 +208,7 @@ class Dispatch:
                 "state": RUNNING,
                 "bay": bay,
                 "worker": worker,
+                "worker_principal": principal,
                 "claimed_at": now,
                 "heartbeat_at": now,
                 "leased_until": until,
@@ -227,6 +239,7 @@ class Dispatch:
             job = rows.get(job_id, for_update=True)
             now = self.clock()
             self._held(job, job_id, worker, now, cancelled_ok=True)
+            workers.heard(worker, now=now)
             if job.state == CANCELLED:
                 return Beat(job.leased_until, True, job.cancel_reason)
             ticket = tickets.get(job.ticket, for_update=True)
@@ -242,7 +255,7 @@ class Dispatch:
                 self.board.touch_slot(job.bay, at=now)
             return Beat(until, False, None)
 
-        return units.run(work, what=f"the heartbeat of job {job_id}")
+        return self._for_worker(worker, work, what=f"the heartbeat of job {job_id}")
 
     def result(self, job_id: int, output: Any, *, worker: str) -> Finished:
         """The output gate, then the job's end: refused (violations) or `failed`, the job fails and its ticket waits
@@ -253,6 +266,7 @@ class Dispatch:
             job = rows.get(job_id, for_update=True)
             now = self.clock()
             self._held(job, job_id, worker, now, cancelled_ok=False)
+            workers.heard(worker, now=now)
             violations = self.gate(job, output)
             ticket = tickets.get(job.ticket, for_update=True)
             kept = output if isinstance(output, dict) else {"not_an_object": repr(output)[:SHOWN]}
@@ -295,7 +309,7 @@ class Dispatch:
                 )
             return Finished(rows.get(job.id), violations)
 
-        return units.run(work, what=f"the result of job {job_id}")
+        return self._for_worker(worker, work, what=f"the result of job {job_id}")
 
     def gate(self, job: Any, output: Any) -> list[Violation]:
         """The output gate: `svc.worker-output/v0`, the job's ticket and role, and the branch prefix; one violation
@@ -392,8 +406,8 @@ class Dispatch:
     def _held(self, job: Any, job_id: int, worker: str, now: datetime, *, cancelled_ok: bool) -> None:
         if job is None:
             raise NotFound("job", str(job_id))
-        if job.worker != worker:
-            raise JobNotHeld(f"job {job_id} is not held by {worker}")
+        if not workers.holds(job, worker):
+            raise JobNotHeld(f"job {job_id} is not held by {worker}" + workers.whose(job, worker))
         if job.state == CANCELLED and cancelled_ok:
             return
         if job.state != RUNNING:

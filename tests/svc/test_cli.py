@@ -87,3 +87,27 @@ def test_an_unknown_option_prints_the_usage_of_its_own_command(tmp_path, args, u
     assert done.returncode == 2
     assert done.stderr.startswith(usage), done.stderr
     assert done.stderr.endswith(f"error: unrecognized arguments: {unknown}\n"), done.stderr
+
+
+def test_svc_user_add_gives_a_worker_its_bay_and_refuses_a_control_character_in_a_name_or_a_bay(tmp_path):
+    def user(*args: str) -> subprocess.CompletedProcess:
+        values = {"SVC_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+        return subprocess.run(
+            [SVC, "user", *args], env=svc_env(**values), input="pass-word-1\n", capture_output=True, text=True
+        )
+
+    added = user("add", "runner", "--role", "worker", "--bay", "bay-9")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("svc user: added runner (worker, in bay bay-9:")
+    assert user("add", "bay-1", "--role", "worker").stdout.startswith("svc user: added bay-1 (worker, in bay bay-1:")
+    for refused in (
+        ("add", "nl\n", "--role", "worker"),
+        ("add", "nl", "--role", "worker", "--bay", "bay-2\n"),
+        ("add", "nl", "--role", "worker", "--bay", "bay 2"),
+        ("add", "ada", "--role", "viewer", "--bay", "bay-3"),
+        ("add", "ada@home", "--role", "worker"),  # a worker named so needs a bay: "@" is no bay's
+    ):
+        done = user(*refused)
+        assert done.returncode == 1 and done.stderr.startswith("svc user: "), (refused, done.stderr)
+    listed = user("list").stdout.splitlines()
+    assert [line.split()[:3] for line in listed[1:]] == [["bay-1", "worker", "bay-1"], ["runner", "worker", "bay-9"]]
