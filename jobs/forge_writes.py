@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from domain.clock import Clock
 from domain.config import Config
+from domain.dispatch import ownership
 from domain.dispatch.forge import GITHUB, ForgePlan, ForgeWrites, NothingToWrite
 from integrations.github import GitHub
 from integrations.gitlab import GitLab
@@ -54,13 +55,17 @@ class ForgeWrite:
                     made = client.draft_pull_request(
                         plan.repo, branch=plan.branch, title=plan.title, body=plan.body, draft=plan.draft
                     )
-                    url, number, created = made.html_url, made.number, made.created
+                    url, number, created, said = made.html_url, made.number, made.created, made.body
                 else:
                     made = client.draft_merge_request(
                         plan.repo, branch=plan.branch, title=plan.title, body=plan.body, draft=plan.draft
                     )
-                    url, number, created = made.web_url, made.iid, made.created
+                    url, number, created, said = made.web_url, made.iid, made.created, made.description
                 with connection():
+                    # One found open on the branch is written on only when the service opened it for this ticket.
+                    foreign = None if created else ownership.foreign(ticket=plan.ticket, url=url, body=said)
+                    if foreign is not None:
+                        raise TransportError(foreign, permanent=True)
                     self.writes.pull_request_written(plan, url=url, created=created)
             if plan.comment and not plan.commented:
                 if plan.forge == GITHUB:

@@ -171,6 +171,14 @@ def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None
     return query.exists()
 
 
+def pull_requests_of(ticket: str) -> set[str]:
+    """The addresses of the pull requests the service recorded for the jobs of `ticket` (its (ticket, id) index)."""
+    query = DispatchJob.select(DispatchJob.forge_pull_request).where(
+        (DispatchJob.ticket == ticket) & DispatchJob.forge_pull_request.is_null(False)
+    )
+    return {url for (url,) in query.tuples()}
+
+
 # -- what the web board reads ------------------------------------------------------------------------------------
 
 

@@ -105,7 +105,7 @@ def output(job: dict[str, Any], status: str = "changes_ready", **changes: Any) -
     if status == "changes_ready":
         document.update(
             {
-                "branch": f"svc/{key.lower()}-work",
+                "branch": f"svc/{key.lower()}/work",
                 "commits": [{"sha": "a" * 40, "message": "Make the change"}],
                 "files_changed": ["src/app.py"],
                 "pull_request": {"title": f"{key}: the change", "body": "What it does and why."},

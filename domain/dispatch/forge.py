@@ -4,9 +4,12 @@ became of it. The jobs process makes the calls (`jobs/forge_writes.py`, through 
 here in its own unit of work, the pull request's address as soon as it exists, so a retry never opens a second one.
 
 Where: the dispatching envelope's `subject.repo`, on GitLab when the event came from GitLab (its id or its actor's
-says `gitlab:`), else on GitHub. What: the output's pull request title and body (the body followed by the service's
-own line), a draft unless the output says otherwise; then its `comment`. Afterwards the pull request's address is the
-ticket's `link`, a timeline entry says so, and the ticket moves to `ci` waiting on `ci` where its machine allows.
+says `gitlab:`), else on GitHub. What: the output's pull request title and body, neutralized (`neutralize`: nobody
+pinged, nothing closed, no quick action run, nothing hidden), the body followed by the service's own footer
+(`Refs <ticket>`, the job); a draft, always; then its `comment`, neutralized too. Afterwards the pull request's
+address is the ticket's `link`, a timeline entry says so, and the ticket moves to `ci` waiting on `ci` where its
+machine allows. A pull request found open on the branch is written on only when it is the service's own for the
+ticket (`ownership`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from domain import units
 from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
+from domain.dispatch import neutralize
 from machines.stages import FINAL_STAGES
 from storage import decisions, tickets
 from storage import jobs as rows
 
 GITHUB, GITLAB = "github", "gitlab"
-TITLE_MAX = 256
 _NUMBER = re.compile(r"/(?:pull|merge_requests)/([0-9]+)(?:[/#?].*)?$")
 
 
@@ -89,17 +92,19 @@ class ForgeWrites:
         asked = output.get("pull_request") or {}
         title = asked.get("title") or f"{job.ticket}: {output['summary'].splitlines()[0]}"
         body = asked.get("body") or output["summary"]
-        signature = f"Opened by svc for {job.ticket}, job {job.id} ({job.role}, rule {job.rule})."
+        # The worker's text neutralized (mentions, closing keywords, quick actions, hidden text), then the footer.
+        limit = neutralize.TITLE_MAX_GITLAB if forge == GITLAB else neutralize.TITLE_MAX_GITHUB
+        comment = output.get("comment")
         return ForgePlan(
             job_id=job.id,
             ticket=job.ticket,
             forge=forge,
             repo=repo,
             branch=output["branch"],
-            title=title[:TITLE_MAX],
-            body=f"{body}\n\n---\n{signature}" if body else signature,
-            draft=bool(asked.get("draft", True)),
-            comment=output.get("comment"),
+            title=neutralize.title(title, limit=limit),
+            body=neutralize.pull_request_body(body, ticket=job.ticket, job_id=job.id, role=job.role, rule=job.rule),
+            draft=True,  # the output gate refuses any other (`output_gate`)
+            comment=neutralize.comment(comment) if comment else None,
             pull_request=job.forge_pull_request,
             number=number_of(job.forge_pull_request or ""),
             commented=job.forge_comment is not None,

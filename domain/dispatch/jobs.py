@@ -31,7 +31,7 @@ from domain import chat, units
 from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
-from domain.dispatch import switch, workers
+from domain.dispatch import output_gate, switch, workers
 from domain.errors import Conflict, Forbidden, NotFound
 from machines.stages import FINAL_STAGES, HUMAN_GATE_STAGES
 from storage import decisions, outbox, policy_versions, tickets, timeline
@@ -312,8 +312,8 @@ class Dispatch:
         return self._for_worker(worker, work, what=f"the result of job {job_id}")
 
     def gate(self, job: Any, output: Any) -> list[Violation]:
-        """The output gate: `svc.worker-output/v0`, the job's ticket and role, and the branch prefix; one violation
-        per way the output breaks them."""
+        """The output gate: `svc.worker-output/v0`, the job's ticket and role, and the worker boundary's rules (the
+        branch bound to the ticket, a draft only: `output_gate`); one violation per way the output breaks them."""
         found = list(worker_output_violations(output))
         if not isinstance(output, dict):
             return found
@@ -321,10 +321,8 @@ class Dispatch:
             found.append(Violation("/ticket", f"the job is for {job.ticket}, not {output['ticket']}"))
         if isinstance(output.get("role"), str) and output["role"] != job.role:
             found.append(Violation("/role", f"the job is a {job.role} job, not {output['role']}"))
-        branch = output.get("branch")
-        prefix = self.config.worker_branch_prefix
-        if isinstance(branch, str) and not branch.startswith(prefix):
-            found.append(Violation("/branch", f"a worker's branch starts with {prefix!r} (SVC_WORKER_BRANCH_PREFIX)"))
+        # The branch bound to the ticket, a valid git branch name; a draft only (`output_gate`).
+        found.extend(output_gate.violations(output, ticket=job.ticket, prefix=self.config.worker_branch_prefix))
         return found
 
     # -- people's calls and the reaper ----------------------------------------------------------------------------
