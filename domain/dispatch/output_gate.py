@@ -5,8 +5,8 @@ service writes anything with its own token.
 
 - The branch is bound to the job's ticket: `<prefix><ticket key>` or `<prefix><ticket key>/<more>` (the key in any
   case; the prefix is `SVC_WORKER_BRANCH_PREFIX`, `svc/` by default), a valid git branch name as `git
-  check-ref-format --branch` has it, and at most `BRANCH_BYTES_MAX` bytes. Job 66 could otherwise hand back the branch of
-  job 65's pull request, and the service would take that pull request for job 66's.
+  check-ref-format --branch` has it, and at most `BRANCH_BYTES_MAX` bytes. Job 66 could otherwise hand back the branch
+  of job 65's pull request, and the service would take that pull request for job 66's.
 - The pull request is a draft: `pull_request.draft`, when present, is `true`. The service opens drafts only; a
   person makes one ready.
 
