@@ -309,13 +309,11 @@ def _without_comments(text: str, *, unclosed: bool = False, outside_code: bool =
         code = _code_ranges(text) if outside_code else []
         spans = [(a, b) for a, b in _comments(text) if not any(start <= a < end for start, end in code)]
         shorter = _cut(text, spans)
-        if unclosed:
-            opener = shorter.find("<!--")
-            shorter = shorter if opener == -1 else shorter[:opener]
         if shorter == text:
             break
         text = shorter
-    return text
+    opener = text.find("<!--") if unclosed else -1
+    return text if opener == -1 else text[:opener]
 
 
 def _cut(text: str, spans: list[tuple[int, int]]) -> str:
