@@ -16,6 +16,7 @@ from domain.clock import Clock
 from domain.config import Config
 from domain.dispatch import ownership
 from domain.dispatch.forge import GITHUB, ForgePlan, ForgeWrites, NothingToWrite
+from domain.redaction import Redactor
 from integrations.github import GitHub
 from integrations.gitlab import GitLab
 from integrations.transport import TransportError
@@ -30,6 +31,8 @@ class ForgeWrite:
         self.config = config
         self.clock = clock
         self.writes = writes
+        # A forge's answer that echoes a configured secret is kept (the job's `forge.error`, the outbox) without it.
+        self.redact = Redactor.of(config)
 
     def __call__(self, attempt: Attempt) -> Outcome:
         job_id = attempt.payload["job_id"]
@@ -40,8 +43,9 @@ class ForgeWrite:
         try:
             written = self._write(plan)
         except TransportError as exc:
+            exc.detail = self.redact(exc.detail)
             return Outcome.failed(exc)
-        return Outcome.sent(f"job {job_id}: {written}", job_id=job_id)
+        return Outcome.sent(self.redact(f"job {job_id}: {written}"), job_id=job_id)
 
     def _write(self, plan: ForgePlan) -> str:
         if plan.forge == GITHUB:
@@ -66,14 +70,14 @@ class ForgeWrite:
                     foreign = None if created else ownership.foreign(ticket=plan.ticket, url=url, body=said)
                     if foreign is not None:
                         raise TransportError(foreign, permanent=True)
-                    self.writes.pull_request_written(plan, url=url, created=created)
+                    self.writes.pull_request_written(plan, url=self.redact(url), created=created)
             if plan.comment and not plan.commented:
                 if plan.forge == GITHUB:
                     said = client.comment(plan.repo, number, plan.comment)
                 else:
                     said = client.note(plan.repo, number, plan.comment)
                 with connection():
-                    self.writes.comment_written(plan, url=said)
+                    self.writes.comment_written(plan, url=self.redact(said))
         finally:
             client.session.close()
         return f"pull request {url}" + (" and its comment" if plan.comment else "")

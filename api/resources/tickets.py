@@ -71,7 +71,8 @@ class Tickets:
 class TicketItem:
     operations = {
         "GET": Operation(
-            "A ticket with its newest 20 timeline entries (a worker: only the ticket of a job it claimed)",
+            "A ticket with its newest 20 timeline entries (a worker: only the ticket of a job it claimed, and without "
+            "its timeline)",
             responses={200: "ticket-detail.json", 401: "problem.json", 403: "problem.json", 404: "problem.json"},
             params=(_KEY,),
             tags=("board",),
@@ -87,7 +88,12 @@ class TicketItem:
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
         identity = req.context.identity
         if identity.role == WORKER:
+            # A worker reads the ticket of its job, not what people wrote on its timeline.
             self.dispatch.check_worker_reads_ticket(identity.actor, key)
+            row, _ = self.board.ticket(key, with_timeline=False)
+            conditional.tag(resp, ticket_tag(row))
+            resp.media = representations.ticket(row)
+            return
         row, entries = self.board.ticket(key)
         conditional.tag(resp, ticket_tag(row))
         resp.media = representations.ticket_detail(row, entries)

@@ -203,3 +203,24 @@ def test_the_service_s_own_pull_request_found_on_the_branch_is_written_on(app_fa
     forge = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]
     (pull,) = github.pull_requests(REPO)
     assert (forge["pull_request"], forge["error"]) == (pull["html_url"], None) and len(github.comments) == 1
+
+
+def test_a_forge_answer_echoing_the_token_is_kept_redacted_and_shown_so_to_viewers_and_the_worker(
+    app_factory, config_factory, clock, github
+):
+    api, config, bay, job = setup(app_factory, config_factory, github_api_url=github.url, github_api_token=GITHUB_TOKEN)
+    echoed = {"message": "Validation Failed", "errors": [{"field": "head", "code": "invalid", "message": GITHUB_TOKEN}]}
+    github.answer_when(422, echoed, method="POST", path="/pulls")
+    assert bay.post(f"/api/v1/dispatch/jobs/{job['id']}/result", json=output(job)).status_code == 200
+    deliver(config, clock)
+    for reader in (api, bay):
+        error = reader.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]["error"]
+        assert "[redacted]" in error and GITHUB_TOKEN not in error
+    assert GITHUB_TOKEN not in api.get(f"/jobs/{job['id']}").text
+    from storage.db import connection
+    from storage.models import DispatchJob, OutboxMessage
+
+    with connection():
+        kept = [str(v) for row in DispatchJob.select().tuples() for v in row]
+        kept += [str(v) for row in OutboxMessage.select().tuples() for v in row]
+    assert not [value for value in kept if GITHUB_TOKEN in value]
