@@ -128,7 +128,23 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
         if roll < 1 / 6:
             broken = {"schema": "svc.normalized-event/v0", "id": f"bench:{n}", "source": "ci"}
             rows.append(
-                (f"bench:{n}", at, "shadow", "ci", None, None, "rejected", None, [], broken, None, None, None, None)
+                (
+                    f"bench:{n}",
+                    at,
+                    "shadow",
+                    "ci",
+                    None,
+                    None,
+                    "rejected",
+                    None,
+                    [],
+                    broken,
+                    None,
+                    None,
+                    None,
+                    None,
+                    False,
+                )
             )
             continue
         fixer = roll < 2 / 3
@@ -224,6 +240,17 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
         ],
         [(first_id + index - 1, *rest) for index, *rest in entries],
     )
+    scorecard_days()
+
+
+def scorecard_days() -> None:
+    """Count the scorecard's settled days as the jobs process does once a minute (`svc serve` alone never does:
+    a read only reads)."""
+    from domain.router.scorecard import keep_settled_days
+
+    with storage_db.connection():
+        while keep_settled_days(now=datetime.now(UTC)):
+            pass
 
 
 def runs(per_agent: int = 200) -> None:

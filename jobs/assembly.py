@@ -31,6 +31,9 @@ from storage.db import connection
 # How often the lease reaper looks for running jobs whose lease ran out: a job is back in the queue (or failed)
 # within this many seconds of its lease's end, well within the contract's 10.
 REAP_SECONDS = 2.0
+# How often the scorecard's settled days are counted: a day settles once a day, and an import drops the days it
+# touched; a read scans what is not counted yet, so a minute late costs a little, never a wrong number.
+SCORECARD_SECONDS = 60.0
 
 
 def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None) -> dict[str, Job]:
@@ -97,6 +100,17 @@ def lease_reaper(config: Config, clock: Clock) -> Worker:
     return Worker("lease reaper", step, REAP_SECONDS)
 
 
+def scorecard_counter(clock: Clock) -> Worker:
+    """The worker that counts the scorecard's settled days once and keeps them (`scorecard.keep_settled_days`), so
+    that no read has to."""
+
+    def step() -> bool:
+        with connection():
+            return scorecard.keep_settled_days(now=clock())
+
+    return Worker("scorecard counter", step, SCORECARD_SECONDS)
+
+
 def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) -> JobsProcess:
     """The jobs process on `clock` (real time); `schedule_clock`, when given, is what the schedules are read
     against (a rehearsal, SVC_JOBS_CLOCK_OFFSET) and nothing else."""
@@ -112,5 +126,5 @@ def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) 
         schedule_clock=schedule_clock,
         deliverer=deliverer,
         outage=outage,
-        periodic=[lease_reaper(config, clock)],
+        periodic=[lease_reaper(config, clock), scorecard_counter(clock)],
     )

@@ -348,6 +348,25 @@ def _dispatch_jobs(migrator: SchemaMigrator) -> None:
     DispatchJob.create_table(safe=False)
 
 
+def _scorecard_mark(migrator: SchemaMigrator) -> None:
+    """The scorecard's kept days are counted by the jobs process up to a mark, and only days with entries keep a
+    row: the rows a read used to write (one per day of its range, empty days too) go; the jobs process counts
+    again what is settled."""
+
+    class ScorecardMark(Model):  # the table as version 8 makes it
+        window_seconds = IntegerField(primary_key=True)
+        through = CharField(max_length=10, null=True)
+        version = IntegerField(default=1)
+
+        class Meta:
+            database = migrator.database
+            table_name = "scorecard_mark"
+            legacy_table_names = False
+
+    ScorecardMark.create_table(safe=False)
+    migrator.database.execute_sql('DELETE FROM "scorecard_day"')
+
+
 def _worker_boundary(migrator: SchemaMigrator) -> None:
     """A worker's bay and principal (an account added again is another principal), what it last did and was refused,
     and the principal that claimed each job."""
@@ -378,8 +397,9 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (5, "accepted delivery ids; the reconciliation ledger", _reconciliation),
     (6, "the router's policy versions; each decision's rule; the rule on scorecard entries", _policy_as_data),
     (7, "dispatch jobs; whether each decision queued one", _dispatch_jobs),
+    (8, "the scorecard's counted days kept by the jobs process, up to a mark", _scorecard_mark),
     (
-        8,
+        9,
         "a worker's bay and principal, its last call and refusal; the principal that claimed each job",
         _worker_boundary,
     ),

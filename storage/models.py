@@ -359,8 +359,8 @@ class ScorecardEntry(BaseModel):
 
 
 class ScorecardDay(BaseModel):
-    """The scorecard's counts of one settled day (every window closed), per window length: counted once, then
-    read instead of the day's entries."""
+    """The scorecard's counts of one settled day (every window closed) that has entries, for the default window:
+    counted once by the jobs process, then read instead of the day's entries (`ScorecardMark` says how far)."""
 
     window_seconds = IntegerField()
     day = CharField(max_length=10)  # YYYY-MM-DD, UTC
@@ -369,6 +369,16 @@ class ScorecardDay(BaseModel):
 
     class Meta:
         primary_key = CompositeKey("window_seconds", "day", "key")
+
+
+class ScorecardMark(BaseModel):
+    """How far the settled days of one window length are counted: every day up to `through` (YYYY-MM-DD) has its
+    counts in `ScorecardDay`, or has no entries. `version` is bumped by every change, so that a count made while
+    an import dropped the days it covered is never kept (compare-and-swap)."""
+
+    window_seconds = IntegerField(primary_key=True)
+    through = CharField(max_length=10, null=True)  # None: nothing counted yet
+    version = IntegerField(default=1)
 
 
 class RouterPolicyVersion(BaseModel):
@@ -480,6 +490,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     Account,
     ScorecardEntry,
     ScorecardDay,
+    ScorecardMark,
     RouterPolicyVersion,
     DispatchJob,
 )

@@ -1,14 +1,16 @@
 """The router's scorecard rows (`domain/router/scorecard.py` judges them): one entry per decision it judges, when
-the team first took that work up, and the counts of settled days."""
+the team first took that work up, the counts of settled days, and the mark that says how far they are counted."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
+from peewee import Case
+
 from storage import statements
-from storage.models import ScorecardDay, ScorecardEntry
+from storage.models import ScorecardDay, ScorecardEntry, ScorecardMark
 
 _ENTRY = ScorecardEntry._meta.table_name
 _DAY = ScorecardDay._meta.table_name
@@ -49,8 +51,12 @@ def take_up(subject_id: str, role: str, *, at: datetime, not_before: datetime) -
     )
 
 
-def first_at() -> datetime | None:
-    value = ScorecardEntry.select(ScorecardEntry.evaluated_at).order_by(ScorecardEntry.evaluated_at).limit(1).scalar()
+def first_at(at_or_after: datetime | None = None) -> datetime | None:
+    """When the first entry (at or after `at_or_after`, when given) was evaluated; None when there is none."""
+    query = ScorecardEntry.select(ScorecardEntry.evaluated_at)
+    if at_or_after is not None:
+        query = query.where(ScorecardEntry.evaluated_at >= at_or_after)
+    value = query.order_by(ScorecardEntry.evaluated_at).limit(1).scalar()
     return ScorecardEntry.evaluated_at.python_value(value) if value is not None else None
 
 
@@ -107,13 +113,57 @@ def days(window_seconds: int, first: str, last: str) -> dict[str, dict[str, int]
     return found
 
 
-def keep_days(window_seconds: int, counted: dict[str, dict[str, int]]) -> None:
-    """Keep the counts of settled days (a day with no entries keeps one zero row, so it is not counted again).
-    A concurrent request that counted the same day first wins; its counts are the same."""
+def mark(window_seconds: int) -> tuple[str | None, int]:
+    """How far this window's settled days are counted (YYYY-MM-DD, or None: not yet), and the mark's version (0:
+    no mark yet)."""
+    row = (
+        ScorecardMark.select(ScorecardMark.through, ScorecardMark.version)
+        .where(ScorecardMark.window_seconds == window_seconds)
+        .tuples()
+        .first()
+    )
+    return (row[0], row[1]) if row is not None else (None, 0)
+
+
+def keep_days(window_seconds: int, counted: dict[str, dict[str, int]], *, through: str, version: int) -> bool:
+    """Keep the counts of settled days (day -> key -> count; only days with entries) and move the mark to
+    `through`, if the mark is still at `version` (what the counting read); else keep nothing and say so (False):
+    the days were dropped meanwhile (`drop_days_from`), and must be counted again."""
+    if version == 0:
+        # No mark when the counting read it: make one as it was then (nothing counted); if another writer made it
+        # meanwhile, its version is past 1 by now and the swap below fails.
+        ScorecardMark.insert(window_seconds=window_seconds, through=None, version=1).on_conflict_ignore().execute()
+        version = 1
+    moved = (
+        ScorecardMark.update(through=through, version=ScorecardMark.version + 1)
+        .where((ScorecardMark.window_seconds == window_seconds) & (ScorecardMark.version == version))
+        .execute()
+    )
+    if not moved:
+        return False
     rows = [
         {"window_seconds": window_seconds, "day": day, "key": key, "count": count}
         for day, counts in counted.items()
         for key, count in counts.items()
     ]
     for start in range(0, len(rows), 500):
-        ScorecardDay.insert_many(rows[start : start + 500]).on_conflict_ignore().execute()
+        ScorecardDay.insert_many(rows[start : start + 500]).execute()
+    return True
+
+
+def drop_days_from(day: str, window_seconds: tuple[int, ...]) -> None:
+    """Entries were recorded or taken up at a past time, on `day` (YYYY-MM-DD) or later: the counts kept from that
+    day on are dropped, and each window's mark moves back before it (and is bumped even where it was not that far,
+    so that a count in progress, which read the entries before these, is never kept)."""
+    previous = (date.fromisoformat(day) - timedelta(days=1)).isoformat()
+    ScorecardDay.delete().where(ScorecardDay.day >= day).execute()
+    for seconds in window_seconds:
+        ScorecardMark.insert(window_seconds=seconds, through=None, version=1).on_conflict_ignore().execute()
+    (
+        ScorecardMark.update(
+            through=Case(None, [(ScorecardMark.through >= day, previous)], ScorecardMark.through),
+            version=ScorecardMark.version + 1,
+        )
+        .where(ScorecardMark.window_seconds.in_(window_seconds))
+        .execute()
+    )

@@ -61,7 +61,11 @@ class Scorecard:
             responses={200: "router-scorecard.json"},
             params=(
                 Param("since", {"type": "string", "format": "date-time"}, "Decisions evaluated at or after."),
-                Param("until", {"type": "string", "format": "date-time"}, "Decisions evaluated before (default now)."),
+                Param(
+                    "until",
+                    {"type": "string", "format": "date-time"},
+                    "Decisions evaluated before (default now; later reads up to now). Earlier than `since`: 400.",
+                ),
                 Param(
                     "window_seconds",
                     {"type": "integer", "minimum": WINDOW_SECONDS[0], "maximum": WINDOW_SECONDS[1], "default": 86400},

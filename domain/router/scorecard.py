@@ -13,9 +13,13 @@ and nothing happened. Agreement = (confirmed + held) / settled, with a Wilson 95
 over the blocked decisions it failed.
 
 What it needs is kept as it happens, never found by scanning history per request: each judged decision leaves a
-`scorecard_entry` when it is recorded, and a signal marks the entries it takes up (`record_signal`). A whole day
-whose every window has closed is counted once per window length and kept (`scorecard_day`); a request reads the
-kept days and only the entries of the days still open or cut by its range.
+`scorecard_entry` when it is recorded, and a signal marks the entries it takes up (`record_signal`). For the
+default window (a day), the jobs process counts each whole day whose every window has closed once and keeps its
+counts (`keep_settled_days`: a row per key of each day that has entries, and a mark, "counted through day D", so
+that a day up to D without rows is known to be empty). A read writes nothing: it takes the kept days inside its
+range and scans only the entries of the days cut by its range or not counted yet; any other window scans its range.
+A range is clamped to the first entry, so a century costs what the history holds. Whatever records entries or
+signals at a past time (`svc import`) drops the kept days from the first it touched (`forget_days_from`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from typing import Any
 
 from domain import units
 from domain.board import SlotClaimed
+from domain.clock import iso
+from domain.errors import InvalidQuery
 from domain.router.evaluation import BLOCKED, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
 from domain.router.rules import Rule
@@ -150,8 +156,8 @@ class Scorecard:
     def as_dict(self) -> dict[str, Any]:
         return {
             "window_seconds": self.window_seconds,
-            "since": _iso(self.since) if self.since else None,
-            "until": _iso(self.until),
+            "since": iso(self.since),
+            "until": iso(self.until),
             **numbers(self.counts),
             "weeks": [{"week": week.isoformat(), "agreement": _overall(counts)} for week, counts in self.weeks],
         }
@@ -184,40 +190,57 @@ def _overall(counts: Counter) -> dict[str, Any]:
 
 
 def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, window: timedelta) -> Scorecard:
-    """The scorecard of the decisions evaluated in [since, until) (until defaults to now), judged at `now`."""
+    """The scorecard of the decisions evaluated in [since, until) (until defaults to now), judged at `now`. Reads
+    only: kept days where the jobs process counted them, the entries of the rest of the range. Raises
+    `InvalidQuery` for a range that ends before it starts."""
+    if since is not None and until is not None and until < since:
+        raise InvalidQuery("until", f"the range ends ({iso(until)}) before it starts (since {iso(since)})")
     until = min(until or now, now)
-    first = rows.first_at() if since is None else None
-    # The whole history: from the start of its first day, so that day too is whole and kept once settled.
-    start = since if since is not None else (_midnight(first.astimezone(UTC).date()) if first else None)
+    seconds = int(window.total_seconds())
     total: Counter = Counter()
     by_week: dict[date, Counter] = {}
-    seconds = int(window.total_seconds())
-    if start is None or start >= until:
+    first = rows.first_at()
+    if first is None:
+        return Scorecard(seconds, since, until, total, [])
+    # Nothing is evaluated before the first entry: a range that starts earlier starts at that entry's midnight
+    # (so its day is whole, and read from the kept counts), whatever it asked for.
+    start = _midnight(first.astimezone(UTC).date())
+    if since is not None and since > start:
+        start = since
+    if start >= until:
         return Scorecard(seconds, since, until, total, [])
 
     def add(day: date, counts: dict[str, int]) -> None:
         total.update(counts)
-        by_week.setdefault(day - timedelta(days=day.weekday()), Counter()).update(counts)
+        by_week.setdefault(_week(day), Counter()).update(counts)
 
-    # Whole days inside the range whose every window has closed: counted once and kept.
+    # The whole days of the range whose counts are kept: from the first that starts inside it to the last that ends
+    # inside it, up to the mark.
+    through = _counted_through(seconds)
     first_day = _day_at_or_after(start)
-    settled_end = min(until, now - window)
-    last_day = settled_end.date() - timedelta(days=1) if settled_end > _midnight(first_day) else None
-    scanned_to = start
+    last_day = min(until.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
     if last_day is not None and last_day >= first_day:
-        kept = rows.days(seconds, first_day.isoformat(), last_day.isoformat())
-        missing = [d for d in _days(first_day, last_day) if d.isoformat() not in kept]
-        if missing:
-            counted = _count_days(missing, window=window, now=now)
-            units.run(lambda: rows.keep_days(seconds, counted), what="keeping the scorecard's settled days")
-            kept.update(counted)
-        for day in _days(first_day, last_day):
-            add(day, {k: v for k, v in kept.get(day.isoformat(), {}).items() if not k.startswith("day:")})
-        # The part of the range before the first whole day, and after the last.
+        for day, counts in rows.days(seconds, first_day.isoformat(), last_day.isoformat()).items():
+            add(date.fromisoformat(day), counts)
+        # The part of the range before the first kept day, and after the last.
         _scan(start, _midnight(first_day), window=window, now=now, add=add)
-        scanned_to = _midnight(last_day + timedelta(days=1))
-    _scan(scanned_to, until, window=window, now=now, add=add)
+        _scan(_midnight(last_day + timedelta(days=1)), until, window=window, now=now, add=add)
+    else:
+        _scan(start, until, window=window, now=now, add=add)
+    # Every week of the range, those without a settled decision too (the chart keeps their place).
+    week, last_week = _week(start.astimezone(UTC).date()), _week(until.astimezone(UTC).date())
+    while week <= last_week:
+        by_week.setdefault(week, Counter())
+        week += timedelta(days=7)
     return Scorecard(seconds, since, until, total, sorted(by_week.items()))
+
+
+def _counted_through(seconds: int) -> date | None:
+    """The last day whose counts are kept for this window (only the default window's are), or None."""
+    if seconds != KEPT_WINDOW_SECONDS:
+        return None
+    through, _version = rows.mark(seconds)
+    return date.fromisoformat(through) if through is not None else None
 
 
 def _scan(since: datetime, until: datetime, *, window: timedelta, now: datetime, add) -> None:
@@ -228,24 +251,62 @@ def _scan(since: datetime, until: datetime, *, window: timedelta, now: datetime,
         add(evaluated.date(), dict.fromkeys(_keys(role, outcome, failed, cls), 1))
 
 
-def _count_days(days: list[date], *, window: timedelta, now: datetime) -> dict[str, dict[str, int]]:
-    counted: dict[str, dict[str, int]] = {d.isoformat(): {"day:counted": 0} for d in days}
-    # Contiguous runs of missing days are read in one pass each.
-    runs: list[tuple[date, date]] = []
-    for day in days:
-        if runs and runs[-1][1] + timedelta(days=1) == day:
-            runs[-1] = (runs[-1][0], day)
+# -- kept by the jobs process --------------------------------------------------------------------------------
+
+# Only the default window's days are counted and kept: the one the board shows and a rule's promotion reads.
+KEPT_WINDOW_SECONDS = int(DEFAULT_WINDOW.total_seconds())
+# The most days with entries one step counts (one transaction): a year imported at once is a dozen steps.
+DAYS_PER_STEP = 31
+
+
+def keep_settled_days(*, now: datetime, at_most: int = DAYS_PER_STEP) -> bool:
+    """Count the settled days (every window closed) not counted yet, at most `at_most` days from the first that has
+    entries, keep their counts and move the mark past them (empty days cost nothing: the count jumps to the next
+    entry). Returns
+    whether more is left to count. Cheap when there is nothing to do: one read of the mark."""
+    window = DEFAULT_WINDOW
+    seconds = KEPT_WINDOW_SECONDS
+    # Day d is settled when its last decision's window has closed: midnight after d, plus the window, is past.
+    settled = (now - window).astimezone(UTC).date() - timedelta(days=1)
+
+    def step() -> bool:
+        through, version = rows.mark(seconds)
+        done = date.fromisoformat(through) if through is not None else None
+        if done is not None and done >= settled:
+            return False
+        following = rows.first_at(_midnight(done + timedelta(days=1)) if done is not None else None)
+        counted: dict[str, dict[str, int]] = {}
+        if following is None or following.astimezone(UTC).date() > settled:
+            reached = settled
         else:
-            runs.append((day, day))
-    for first, last in runs:
-        for _id, role, outcome, failed, evaluated, taken in rows.entries(
-            _midnight(first), _midnight(last + timedelta(days=1))
-        ):
-            cls = classify(outcome, evaluated, taken, window=window, now=now)
-            counts = counted[evaluated.date().isoformat()]
-            counts["day:counted"] += 1
-            for key in _keys(role, outcome, failed, cls):
-                counts[key] = counts.get(key, 0) + 1
+            first = following.astimezone(UTC).date()
+            reached = min(settled, first + timedelta(days=at_most - 1))
+            counted = _count_days(first, reached, window=window, now=now)
+        if not rows.keep_days(seconds, counted, through=reached.isoformat(), version=version):
+            raise units.StaleRead("the scorecard's kept days were dropped while they were counted")
+        return reached < settled
+
+    return units.run(step, what="keeping the scorecard's settled days")
+
+
+def forget_days_from(moment: datetime) -> None:
+    """Entries or signals were recorded at `moment`, a past time: the kept counts of the days they may change (a
+    signal takes up decisions up to a window before it) are dropped, and counted again (`keep_settled_days`). Call
+    inside the unit of work that records them."""
+    rows.drop_days_from((moment - DEFAULT_WINDOW).astimezone(UTC).date().isoformat(), (KEPT_WINDOW_SECONDS,))
+
+
+def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[str, dict[str, int]]:
+    """day -> key -> count, of the entries evaluated from `first` to `last` (inclusive); days without any are left
+    out."""
+    counted: dict[str, dict[str, int]] = {}
+    for _id, role, outcome, failed, evaluated, taken in rows.entries(
+        _midnight(first), _midnight(last + timedelta(days=1))
+    ):
+        cls = classify(outcome, evaluated, taken, window=window, now=now)
+        counts = counted.setdefault(evaluated.date().isoformat(), {})
+        for key in _keys(role, outcome, failed, cls):
+            counts[key] = counts.get(key, 0) + 1
     return counted
 
 
@@ -277,9 +338,11 @@ def decisions_behind(
     """The ids of the decisions (newest first, at most `limit`) behind one number of the scorecard, e.g.
     `rule:coder:confirmed` or `gate:fleet:overridden`."""
     until = min(until or now, now)
-    start = since if since is not None else rows.first_at()
-    if start is None:
+    # Clamped to the first entry, as the scorecard is: a range before it costs nothing.
+    first = rows.first_at()
+    if first is None:
         return []
+    start = max(since, first) if since is not None else first
     found: list[int] = []
     for decision_id, role, outcome, failed, evaluated, taken in rows.entries(start, until):
         cls = classify(outcome, evaluated, taken, window=window, now=now)
@@ -297,12 +360,6 @@ def _day_at_or_after(moment: datetime) -> date:
     return day if _midnight(day) == moment else day + timedelta(days=1)
 
 
-def _days(first: date, last: date) -> Iterable[date]:
-    day = first
-    while day <= last:
-        yield day
-        day += timedelta(days=1)
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+def _week(day: date) -> date:
+    """The Monday that starts `day`'s week."""
+    return day - timedelta(days=day.weekday())

@@ -63,6 +63,10 @@ def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch):
     assert migrations.current_version() == LATEST
 
 
+# Tables that a migration empties on purpose (caches counted again from kept rows): table -> that migration.
+EMPTIED = {"scorecard_day": 8}  # the scorecard's kept days: the jobs process counts them again from the entries
+
+
 @pytest.mark.parametrize("version", FROZEN)
 def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_its_rows(scratch, version):
     url = scratch.url()
@@ -78,6 +82,9 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
     after = rows(database)
     for table, kept in before.items():
         if table == "schema_version":
+            continue
+        if table in EMPTIED and version < EMPTIED[table]:
+            assert after[table] == [], table  # a cache a later migration drops on purpose
             continue
         columns = set(kept[0]) if kept else set()
         assert [{k: v for k, v in row.items() if k in columns} for row in after[table]] == kept, table

@@ -1,5 +1,7 @@
 """Would the router have been right? `GET /api/v1/router/scorecard`: its decisions against what the team did."""
 
+from datetime import timedelta
+
 import pytest
 
 from domain.router.scorecard import wilson
@@ -98,23 +100,46 @@ def test_an_event_never_takes_up_its_own_decision_nor_an_earlier_ticket(api, clo
     assert (coder["confirmed"], coder["not_taken_up"]) == (0, 2)
 
 
-def test_settled_days_are_kept_and_read_back_the_same(api, clock, db_session):
-    from storage.models import ScorecardDay
-
-    seed_board(api, tickets={f"PORT-{i}": "queued" for i in range(1, 7)})
-    for day in range(3):
+def _history(api, clock, days: int = 3) -> None:
+    """Three days of decisions, each taken up or not, then the clock past their windows."""
+    seed_board(api, tickets={f"PORT-{i}": "queued" for i in range(1, 2 * days + 1)})
+    for day in range(days):
         route(api, envelope("state_changed", f"PORT-{day + 1}"))
-        route(api, envelope("state_changed", f"PORT-{day + 4}", actor=STRANGER))
+        route(api, envelope("state_changed", f"PORT-{day + days + 1}", actor=STRANGER))
         clock.advance(hours=2)
         route(api, envelope("opened", f"PORT-{day + 1}", actor="github:mona"))
         clock.advance(days=1)
     clock.advance(days=2)
-    first = card(api)
-    kept = ScorecardDay.select().where(ScorecardDay.window_seconds == 86400).count()
-    assert kept > 0  # the settled days were counted once and kept
-    again = card(api)
-    assert again == first
-    assert counts(first["rules"]["coder"]) == {
+
+
+def _rows_of_every_table() -> dict[str, int]:
+    from storage.models import ALL_MODELS
+
+    return {model._meta.table_name: model.select().count() for model in ALL_MODELS}
+
+
+def _keep(clock) -> None:
+    """The jobs process's scorecard counter, stepped until it has nothing left."""
+    from jobs.assembly import scorecard_counter
+
+    step = scorecard_counter(clock).step
+    while step():
+        pass
+
+
+def test_settled_days_are_kept_by_the_jobs_process_and_read_back_the_same(api, clock, db_session):
+    from storage.models import ScorecardDay, ScorecardMark
+
+    _history(api, clock)
+    scanned = card(api)  # nothing kept yet: every entry read
+    assert ScorecardDay.select().count() == 0
+    _keep(clock)
+    kept_days = {row.day for row in ScorecardDay.select()}
+    assert len(kept_days) == 3  # the three days with decisions, no row for an empty day
+    assert ScorecardMark.get_by_id(86400).through == (clock().date() - timedelta(days=2)).isoformat()
+    kept = card(api)
+    assert kept == scanned  # the kept counts are the full scan's
+    assert counts(kept["rules"]["coder"]) == {
         "confirmed": 3,
         "not_taken_up": 0,
         "held": 3,
@@ -122,15 +147,76 @@ def test_settled_days_are_kept_and_read_back_the_same(api, clock, db_session):
         "pending": 0,
     }
     # A range that cuts days reads their entries: only the decisions evaluated in it count.
-    since = first["until"][:10]
+    since = kept["until"][:10]
     assert card(api, f"?since={since}T00:00:00Z")["rules"]["coder"]["held"] == 0
+    # A range that starts inside the first kept day scans that day's part of it: the same as from its start.
+    first = min(kept_days)
+    assert card(api, f"?since={first}T00:00:01Z")["rules"] == kept["rules"]
+    # Counting again finds nothing to do and keeps nothing more.
+    before = ScorecardDay.select().count()
+    from domain.router.scorecard import keep_settled_days
+
+    assert keep_settled_days(now=clock()) is False
+    assert ScorecardDay.select().count() == before
 
 
-def test_bad_scorecard_queries_are_problems(api):
-    for query in ("?window_seconds=10", "?window_seconds=day", "?since=yesterday"):
-        answer = api.get(f"/api/v1/router/scorecard{query}")
-        assert answer.status_code == 400, query
-        assert answer.headers["content-type"].startswith("application/problem+json")
+@pytest.mark.both_backends
+def test_a_century_on_an_empty_database_is_answered_writing_nothing(api, clock, db_session):
+    before = _rows_of_every_table()
+    century = card(api, "?since=1900-01-01T00:00:00Z")
+    assert _rows_of_every_table() == before
+    tight = card(api, f"?since={(clock() - timedelta(days=1)).strftime('%Y-%m-%dT%H:%M:%SZ')}")
+    assert century["rules"] == tight["rules"] and century["gates"] == tight["gates"]
+    assert century["since"] == "1900-01-01T00:00:00.000000Z"
+    assert century["weeks"] == []
+
+
+@pytest.mark.both_backends
+def test_a_century_with_decisions_answers_as_a_tight_range_and_writes_nothing(api, clock, db_session):
+    _history(api, clock)
+    _keep(clock)
+    assert route(api, envelope("state_changed", "PORT-1"))["outcome"] == "would_dispatch"  # pending, after the mark
+    clock.advance(minutes=1)
+    before = _rows_of_every_table()
+    century = card(api, "?since=1900-01-01T00:00:00Z&until=2999-01-01T00:00:00Z")
+    tight = card(api, f"?since={(clock() - timedelta(days=6)).strftime('%Y-%m-%dT%H:%M:%SZ')}")
+    whole = card(api)
+    assert _rows_of_every_table() == before
+    for other in (tight, whole):
+        assert century["rules"] == other["rules"] and century["gates"] == other["gates"]
+    assert century["rules"]["coder"]["pending"] == 1
+    # Its weeks start at the first decision's, not in 1900.
+    assert len(century["weeks"]) <= 3
+
+
+@pytest.mark.both_backends
+def test_kept_counts_equal_a_full_scan_at_every_mark(api, clock, db_session):
+    """Each step of the counter moves the mark a day; at each, the answer is the one nothing kept gives."""
+    from domain.router.scorecard import keep_settled_days
+    from storage.models import ScorecardDay, ScorecardMark
+
+    _history(api, clock, days=4)
+    scanned = card(api)
+    while keep_settled_days(now=clock(), at_most=1):
+        assert card(api) == scanned
+    assert card(api) == scanned
+    # Dropping the kept days (as an import does) goes back to the scan, and the counter counts them again.
+    from domain import units
+    from domain.router.scorecard import forget_days_from
+
+    mark = ScorecardMark.get_by_id(86400)
+    units.run(lambda: forget_days_from(clock() - timedelta(days=4)))
+    dropped = ScorecardMark.get_by_id(86400)
+    assert dropped.version > mark.version and dropped.through < mark.through
+    assert card(api) == scanned
+    _keep(clock)
+    assert card(api) == scanned and ScorecardDay.select().count() > 0
+
+
+def test_a_range_that_ends_before_it_starts_is_refused(api):
+    answer = api.get("/api/v1/router/scorecard?since=2026-03-02T00:00:00Z&until=2026-03-01T00:00:00Z")
+    assert answer.status_code == 400
+    assert "before it starts" in answer.json["detail"]
 
 
 def test_wilson_interval():
