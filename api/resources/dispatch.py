@@ -7,7 +7,7 @@ import falcon
 
 from api import params, representations
 from api.errors import Problem
-from api.operations import CURSOR, LIMIT, WORKERS_ONLY, WORKERS_TOO, Operation, Param
+from api.operations import CURSOR, IDENTIFIER, LIMIT, WORKERS_ONLY, WORKERS_TOO, Operation, Param
 from domain.accounts import WORKER
 from domain.clock import iso
 from domain.dispatch import workers
@@ -119,7 +119,7 @@ class Jobs:
             responses={200: "dispatch-job-list.json", 400: "problem.json", 401: "problem.json", 403: "problem.json"},
             params=(
                 Param("state", {"type": "string", "enum": list(STATES)}),
-                Param("ticket", {"type": "string"}),
+                Param("ticket", IDENTIFIER),
                 LIMIT,
                 CURSOR,
             ),

@@ -20,6 +20,7 @@ from api.operations import (
     CURSOR,
     FORGE_SIGNATURE,
     FORM_PAYLOAD,
+    IDENTIFIER,
     JSON,
     LIMIT,
     TRACKER_SIGNATURE,
@@ -149,7 +150,7 @@ class Decisions:
             params=(
                 Param("outcome", {"type": "string", "enum": list(OUTCOMES)}),
                 Param("source", {"type": "string", "enum": list(SOURCES)}),
-                Param("subject_id", {"type": "string", "maxLength": 128}, "A ticket key, for example PORT-12."),
+                Param("subject_id", {**IDENTIFIER, "maxLength": 128}, "A ticket key, for example PORT-12."),
                 Param("since", {"type": "string", "format": "date-time"}, "Only decisions evaluated at or after."),
                 LIMIT,
                 CURSOR,

@@ -11,7 +11,7 @@ import falcon
 
 import contracts
 from api import params
-from api.operations import CURSOR, Operation, Param
+from api.operations import CURSOR, IDENTIFIER, Operation, Param
 from api.web import bays, decisions, dispatch_views, freshness, policy_views, router_right, timeline
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
@@ -200,7 +200,7 @@ class TicketPage:
             "A ticket and its timeline: its entries and the router's decisions about it, newest first (an unknown "
             "key: a page saying so)",
             params=(
-                Param("key", {"type": "string"}, location="path", required=True),
+                Param("key", IDENTIFIER, location="path", required=True),
                 Param("cursor", {"type": "string"}, "Older entries and decisions."),
             ),
             statuses=(200, 404),
