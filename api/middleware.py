@@ -17,7 +17,7 @@ from api.auth import Authenticator
 from api.body import read_json, read_raw
 from api.conditional import require_if_match
 from api.errors import Problem
-from api.operations import BASIC, NO_WORKERS, WORKERS_ONLY, Operation, changes_something
+from api.operations import BASIC, IDENTIFIER, NO_WORKERS, WORKERS_ONLY, Operation, changes_something
 from api.params import refuse_unknown
 from domain.accounts import WORKER
 from domain.identifiers import CONTROL, first_control
@@ -60,13 +60,15 @@ def refuse_cross_site(req: falcon.Request) -> None:
 
 # Path parameters that are numbers (a job's, a decision's id), not names.
 _NUMBERED = frozenset({"job_id", "decision_id"})
+_NO_CONTROL = IDENTIFIER["not"]
+_NUL = re.compile("\x00")
 
 
 def refuse_control_characters(req: falcon.Request, params: dict, operation: Operation) -> None:
     """No key, name or filter holds a control character (`domain/identifiers.py`): a path parameter holding one is a
-    bad request (400), and so is a query parameter, each naming the parameter. U+0000 above all: PostgreSQL cannot
-    even compare text with it. A job's or a decision's id is a number, not a name: its responder answers anything but
-    ASCII digits with 404, as for any id that names nothing."""
+    bad request (400), and so is a query parameter declared as an identifier, each naming the parameter; U+0000 in
+    any query parameter (PostgreSQL cannot even compare text with it). A job's or a decision's id is a number, not a
+    name: its responder answers anything but ASCII digits with 404, as for any id that names nothing."""
     for name, value in params.items():
         if isinstance(value, str) and name not in _NUMBERED and CONTROL.search(value):
             said = first_control(value)
@@ -76,9 +78,13 @@ def refuse_control_characters(req: falcon.Request, params: dict, operation: Oper
                 f"path parameter {name!r} holds the control character {said}; no identifier can",
                 errors=[{"path": name, "message": f"holds the control character {said}"}],
             )
+    # A query parameter declared as an identifier holds no control character; none holds U+0000. (Free text may hold
+    # line breaks: a policy tried on the decisions page comes as a query.)
+    identifiers = {p.name for p in operation.params if p.location == "query" and p.schema.get("not") == _NO_CONTROL}
     for name, value in req.params.items():
         values = value if isinstance(value, list) else [value]
-        bad = next((v for v in [name, *values] if isinstance(v, str) and CONTROL.search(v)), None)
+        pattern = CONTROL if name in identifiers else _NUL
+        bad = next((v for v in [name, *values] if isinstance(v, str) and pattern.search(v)), None)
         if bad is not None:
             shown = json.dumps(name)[1:-1]
             said = first_control(bad)
