@@ -7,11 +7,12 @@ from typing import Any
 from domain.automation import AutomationState
 from domain.board import SlotView
 from domain.clock import iso
+from domain.gaps import Gap
 from domain.router.evaluation import REJECTED
 from domain.router.policy_versions import PolicyVersion
 from domain.writing import Report
 from storage import wallet as storage_wallet
-from storage.models import AgentRun, Initiative, ReconciliationGap, Ticket, TimelineEntry, Wallet
+from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
 
 
 def ticket(row: Ticket) -> dict[str, Any]:
@@ -96,18 +97,18 @@ def run(row: AgentRun) -> dict[str, Any]:
     }
 
 
-def gap(row: ReconciliationGap) -> dict[str, Any]:
+def gap(row: Gap) -> dict[str, Any]:
     """One entry of the reconciliation ledger."""
     return {
         "sender": row.sender,
         "hook": row.hook,
-        "delivery": row.delivery or None,
-        "guid": row.guid or None,
-        "event": row.event or None,
+        "delivery": row.delivery,
+        "guid": row.guid,
+        "event": row.event,
         "found_at": iso(row.found_at),
-        "state": row.state,
+        "state": row.state.value,
         "attempts": row.attempts,
-        "detail": row.detail or "",
+        "detail": row.detail,
     }
 
 

@@ -28,7 +28,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -104,16 +104,35 @@ def registry() -> Registry:
     return Registry().with_resources(pairs)
 
 
-def _rfc3339_datetime(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    if len(value) < 20 or value[10] not in "Tt" or not (value.endswith(("Z", "z")) or value[-6] in "+-"):
-        return False
+# RFC 3339's date-time and full-date (section 5.6), read field by field: the service's one ISO time reader is
+# `integrations/timestamps.py`, which this folder may not import, and a format check needs only the fields and the
+# calendar. Seconds are required and a leap second (60) refused, as the service never writes one.
+_DATE_TIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))\Z", re.ASCII
+)
+_FULL_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z", re.ASCII)
+
+
+def _on_the_calendar(year: str, month: str, day: str) -> bool:
     try:
-        datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+        date(int(year), int(month), int(day))
     except ValueError:
         return False
     return True
+
+
+def _rfc3339_datetime(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    found = _DATE_TIME.match(value)
+    if found is None:
+        return False
+    year, month, day, hour, minute, second, offset_hours, offset_minutes = found.groups()
+    if int(hour) > 23 or int(minute) > 59 or int(second) > 59:
+        return False
+    if offset_hours is not None and (int(offset_hours) > 23 or int(offset_minutes) > 59):
+        return False
+    return _on_the_calendar(year, month, day)
 
 
 def _uri(value: object) -> bool:
@@ -126,13 +145,8 @@ def _uri(value: object) -> bool:
 def _date(value: object) -> bool:
     if not isinstance(value, str):
         return True
-    if len(value) != 10 or value[4] != "-" or value[7] != "-":
-        return False
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
+    found = _FULL_DATE.match(value)
+    return found is not None and _on_the_calendar(*found.groups())
 
 
 # The formats both validators check, with the same functions, so they cannot disagree about them.

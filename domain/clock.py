@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from integrations.timestamps import iso_time
+
 Clock = Callable[[], datetime]
 
 
@@ -47,9 +49,10 @@ class BadTimestamp(ValueError):
 
 def parse_timestamp(text: str) -> datetime:
     """An ISO 8601 timestamp with its zone (`2026-11-20T08:00:00Z`, a lower-case z, or `+01:00`) as an aware UTC
-    datetime: how people and programs give the service a moment. Raises `BadTimestamp`."""
+    datetime: how people and programs give the service a moment (read as the wire's, `integrations/timestamps.py`).
+    Raises `BadTimestamp`."""
     try:
-        value = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
+        value = iso_time(text)
     except ValueError:
         raise BadTimestamp(BadTimestamp.NOT_ISO, text) from None
     if value.tzinfo is None:

@@ -18,30 +18,44 @@ duplicate, status, status_code, event, action, ...}`, where `guid` is the `X-Git
 one event carries and `status_code` 0 means no answer. `POST {hook}/deliveries/{id}/attempts` asks GitHub to
 deliver it again (202).
 
-Failures are `TransportError`s (`integrations/transport.py`), read as GitHub means them: a 403 or 429 that says
-its rate limit is spent (`Retry-After`, or `x-ratelimit-remaining: 0` with `x-ratelimit-reset`) is transient,
-with the wait; 5xx is transient; any other 401/403 is a refused token, 404 an unknown hook or repository (or one
-the token may not see), 400/422 a bad cursor or request: permanent (its text carries GitHub's own words). The
-token goes as `Authorization: Bearer`, never into an error's text.
+Failures are `TransportError`s (`integrations/transport.py`), read as GitHub means them (its docs, "Rate limits
+for the REST API"): a 403 or 429 whose message mentions a secondary rate limit, or that carries `retry-after`, or
+`x-ratelimit-remaining: 0`, is a rate limit and transient: it waits `retry-after`, else until `x-ratelimit-reset`,
+else at least a minute (GitHub's secondary limits often say nothing of when). 5xx is transient. Only a 401, or a 403
+that is none of these, is a refused token; 404 an unknown hook or repository (or one the token may not see), 400/422
+a bad cursor or request: permanent, its detail carrying GitHub's own words with the fields they name (`errors[]`'s
+`field` and `code`), which a person reads as the job's `forge.error`. A 422 refusing a draft ("Draft pull requests
+are not supported in this repository") fails the write with that message: it never falls back to a ready pull
+request. A renamed repository answers 301 (307 for a write) to its new address, which `transport.send` follows on
+the same host. The token goes as `Authorization: Bearer`, never into an error's text.
+
+Listings stop at `transport.MAX_PAGES` pages; a reading that reached the cap says so (`DeliveryLog.truncated`), so that
+its reader keeps its checkpoint where it was.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import requests
 
 from integrations import transport
+from integrations.timestamps import parse_time
 from integrations.transport import TransportError
 
 TARGET = "GitHub"
 USER_AGENT = "svc-delivery/1 (github)"
 API_VERSION = "2022-11-28"
 PER_PAGE = 100
+# GitHub's docs: a rate-limited answer that says nothing of when waits at least a minute.
+SECONDARY_WAIT = 60.0
+# The words of GitHub's secondary rate limits ("You have exceeded a secondary rate limit. Please wait a few minutes
+# before you try again.").
+SECONDARY = "secondary rate limit"
 # A repository as an envelope's `subject.repo` names it, "owner/name".
 REPO_NAME = re.compile(r"^([A-Za-z0-9_.-]{1,100})/([A-Za-z0-9_.-]{1,100})$")
 # GitHub's words when a pull request for that head is open already (422 to the POST).
@@ -81,10 +95,12 @@ class PullRequest:
 @dataclass
 class DeliveryLog:
     """What one reading of a hook's deliveries found: the deliveries since the moment asked for, newest first,
-    and the records that could not be read (each described, none of them a token)."""
+    and the records that could not be read (each described, none of them a token). `truncated`: the page cap
+    stopped the reading before it reached back to the moment asked for, so older deliveries were not read."""
 
     deliveries: list[HookDelivery] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
+    truncated: bool = False
 
 
 class GitHub:
@@ -112,10 +128,12 @@ class GitHub:
 
     def deliveries_since(self, hook: str, since: datetime, *, max_pages: int = transport.MAX_PAGES) -> DeliveryLog:
         """The deliveries of `hook` made at or after `since`, newest first, following the `Link` header's next
-        pages until a page reaches back past `since` (or `max_pages`). Raises `TransportError` when a page cannot
-        be had or is not a list of deliveries; a record that cannot be read is described in `malformed`."""
+        pages until a page reaches back past `since`, or `max_pages` were read (then `truncated`). Raises
+        `TransportError` when a page cannot be had or is not a list of deliveries; a record that cannot be read is
+        described in `malformed`."""
         log = DeliveryLog()
-        for number, page in enumerate(self._pages(f"{hook}/deliveries", params={"per_page": PER_PAGE}), start=1):
+        listing = self._pages(f"{hook}/deliveries", max_pages=max_pages, params={"per_page": PER_PAGE})
+        for number, page in enumerate(listing, start=1):
             records = _json(page, f"deliveries page {number} of {hook}")
             if not isinstance(records, list):
                 raise TransportError(f"{TARGET}'s deliveries page {number} of {hook} is not a list", permanent=True)
@@ -131,7 +149,8 @@ class GitHub:
                     continue
                 log.deliveries.append(delivery)
             if reached_back or not records:
-                break
+                return log
+        log.truncated = listing.truncated
         return log
 
     def redeliver(self, hook: str, delivery_id: int) -> None:
@@ -221,8 +240,8 @@ class GitHub:
             **kwargs,
         )
 
-    def _pages(self, path: str, **kwargs: Any) -> Iterator[requests.Response]:
-        return transport.pages(
+    def _pages(self, path: str, **kwargs: Any) -> transport.Pages:
+        return transport.Pages(
             self.session,
             self._url(path),
             target=TARGET,
@@ -235,28 +254,33 @@ class GitHub:
 
 
 def error_for(response: requests.Response) -> TransportError | None:
-    """GitHub's answer as a `TransportError` (None for a 2xx). A 403 or 429 is a rate limit when GitHub says so:
-    a `Retry-After` (the secondary limits), or no requests remaining until `x-ratelimit-reset` (epoch seconds)."""
+    """GitHub's answer as a `TransportError` (None for a 2xx), read as the module's docstring says."""
     status = response.status_code
+    said = _said(response) if status >= 400 else ""
     if status in (403, 429):
-        retry_after = transport.parse_retry_after(response.headers.get("Retry-After"))
-        remaining = response.headers.get("x-ratelimit-remaining")
-        if retry_after is None and remaining == "0":
-            retry_after = _until_reset(response)
-        if retry_after is not None or remaining == "0" or status == 429:
-            wait = f"; retry after {retry_after:g} s" if retry_after is not None else ""
+        headers, at = response.headers, transport.answered_at(response)
+        retry_after = transport.parse_retry_after(headers.get("Retry-After"), now=at)
+        spent = headers.get("x-ratelimit-remaining", "").strip() == "0"
+        if status == 429 or retry_after is not None or spent or SECONDARY in said.lower():
+            if retry_after is None and spent:
+                retry_after = transport.until_epoch(headers.get("x-ratelimit-reset"), now=at)
+            if retry_after is None:  # GitHub said nothing of when: at least a minute, as its docs ask
+                retry_after = SECONDARY_WAIT
+            words = f": {said}" if said else ""
             return TransportError(
-                f"{TARGET} answered {status} (rate limited){wait}",
+                f"{TARGET} answered {status} (rate limited{words}); retry after {retry_after:g} s",
                 permanent=False,
                 retry_after=retry_after,
                 status=status,
             )
-    detail = ""
-    if status in (404,):
+    if status == 404:
         detail = " (no such hook or repository, or the token may not see it)"
     elif status in (400, 422):
-        said = _said(response)
         detail = f" (the request was refused: {said})" if said else " (the request or its cursor was refused)"
+    elif status in (401, 403) and said:
+        detail = f": {said}"
+    else:
+        detail = ""
     return transport.error_for(response, TARGET, detail=detail)
 
 
@@ -272,8 +296,9 @@ def _creation_error(response: requests.Response) -> TransportError | None:
 
 
 def _said(response: requests.Response) -> str:
-    """GitHub's own words in a refusal (`message` and each `errors[].message`), short and printable: they name the
-    request's fields, never its headers, so they are safe to show."""
+    """GitHub's own words in a refusal, short and printable: its `message`, then each of `errors[]` with the field it
+    names and its code (`Validation Failed; head: invalid`), or the error's own message. They name the request's
+    fields, never its headers, so they are safe to show."""
     try:
         answer = response.json()
     except ValueError:
@@ -282,7 +307,12 @@ def _said(response: requests.Response) -> str:
         return ""
     words = [answer.get("message")]
     for error in answer.get("errors") or []:
-        words.append(error.get("message") or error.get("code") if isinstance(error, dict) else error)
+        if isinstance(error, dict):
+            named = ": ".join(str(error[k]) for k in ("field", "code") if isinstance(error.get(k), str) and error[k])
+            message = error.get("message") if isinstance(error.get("message"), str) else ""
+            words.append(f"{named} ({message})" if named and message else named or message)
+        else:
+            words.append(error)
     text = "; ".join(w for w in words if isinstance(w, str) and w)
     return "".join(c for c in text if c.isprintable())[:300]
 
@@ -305,15 +335,6 @@ def _pull_request(record: Any, *, created: bool) -> PullRequest:
         raise TransportError(f"{TARGET}'s pull request #{number} has no html_url", permanent=True)
     said = record.get("body")
     return PullRequest(number=number, html_url=url, created=created, body=said if isinstance(said, str) else "")
-
-
-def _until_reset(response: requests.Response) -> float | None:
-    try:
-        reset = float(response.headers.get("x-ratelimit-reset", ""))
-    except ValueError:
-        return None
-    now = datetime.now(UTC).timestamp()
-    return min(max(reset - now, 0.0), transport.MAX_RETRY_AFTER)
 
 
 def _json(response: requests.Response, what: str) -> Any:
@@ -347,14 +368,3 @@ def _delivery(record: Any) -> HookDelivery:
         event=event if isinstance(event, str) and event else None,
         action=action if isinstance(action, str) and action else None,
     )
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An ISO 8601 time with its zone (`2026-11-24T10:00:00Z`) as aware UTC, else None."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.astimezone(UTC) if moment.tzinfo is not None else None

@@ -14,14 +14,22 @@ address is the merge request's `web_url` + `#note_{id}`, as GitLab's pages link 
 
 A hook is named by its API path, `projects/{id}/hooks/{hook_id}`. Its events (`GET {hook}/events`, GitLab keeps
 seven days) are filtered by `status` (`server_failure`: 5xx or no answer; `client_failure`: 4xx), paged by `page`
-and `per_page` with the `X-Next-Page` header (empty on the last page), newest first; each is `{id, url, trigger,
-request_headers, request_data, response_status, ...}`, its `request_headers` carrying the `Idempotency-Key`
-that every attempt of one event keeps (and `X-Gitlab-Event-UUID`). `POST {hook}/events/{id}/resend` sends it
-again, at most five times a minute for each hook and user: past that GitLab answers 429. The client paces itself
-so that a sixth never goes within 60 s of the first, and a 429 waits its `Retry-After` once.
+and `per_page` with the `X-Next-Page` header (empty on the last page), newest first; GitLab's code declares this
+`per_page` as `values: 1..20` and answers 400 "per_page does not have a valid value" above it, so the events are read
+20 a page. Each is `{id, url, trigger, request_headers, request_data, response_status, ...}`, its `request_headers`
+carrying the `Idempotency-Key` that every attempt of one event keeps (and `X-Gitlab-Event-UUID`). `POST
+{hook}/events/{id}/resend` sends it again, at most five times a minute for each project and user (GitLab's code
+scopes the limit to the hook's parent and the user, whatever its docs say of hooks): past that GitLab answers 429. The
+client paces itself so that a sixth resend for one project never goes within 60 s of the first, and a 429 waits its
+`Retry-After` (else `RateLimit-Reset`, else a minute) once. No lock is held while it waits.
+
+A merge request's title is `Draft: ` + the title, cut to GitLab's 255 characters in all.
+
+Listings stop at `transport.MAX_PAGES` pages; a reading that reached the cap says so (`EventLog.truncated`).
 
 The token goes as `PRIVATE-TOKEN`, never into an error's text. Failures are `TransportError`s, read as for every
-target (`integrations/transport.py`).
+target (`integrations/transport.py`); a 429 waits `Retry-After`, else until `RateLimit-Reset`, else a minute, and
+a refusal's detail carries GitLab's own `message`.
 """
 
 from __future__ import annotations
@@ -32,21 +40,28 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 import requests
 
 from integrations import transport
+from integrations.timestamps import parse_time
 from integrations.transport import TransportError
 
 TARGET = "GitLab"
 USER_AGENT = "svc-delivery/1 (gitlab)"
 PER_PAGE = 100
-# GitLab's limit on resends: five a minute for each hook and user.
+# A hook's events: GitLab declares their `per_page` as 1..20.
+EVENTS_PER_PAGE = 20
+# GitLab's limit on resends: five a minute for each project (the hook's parent) and user.
 RESENDS_PER_WINDOW = 5
 RESEND_WINDOW = 60.0
+# A 429 that says nothing of when waits this long.
+RATE_LIMIT_WAIT = 60.0
+# GitLab's limit on a merge request's title, in characters.
+MAX_TITLE = 255
 # A project as an envelope's `subject.repo` names it: its path ("group/sub/name") or its numeric id.
 PROJECT = re.compile(r"^(?:[0-9]{1,19}|[A-Za-z0-9_.-]{1,255}(?:/[A-Za-z0-9_.-]{1,255}){1,20})$")
 # The title prefixes GitLab reads as "draft"; the first is the one the forge writes add.
@@ -91,6 +106,7 @@ class EventLog:
 
     events: list[HookEvent] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
+    truncated: bool = False  # the page cap stopped the reading before it reached back: older events were not read
 
 
 class GitLab:
@@ -114,7 +130,7 @@ class GitLab:
         self.budget = budget
         self.monotonic = monotonic
         self.sleep = sleep
-        # hook -> when its latest resends went (monotonic seconds), at most RESENDS_PER_WINDOW of them
+        # project -> when its latest resends went (or will go: a slot is taken before the wait), monotonic seconds
         self._resent: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
@@ -131,12 +147,13 @@ class GitLab:
     ) -> EventLog:
         """The events of `hook` with `status`, newest first, newer than event `after_id` and (where GitLab lists
         the time) made at or after `since`; pages are followed by `X-Next-Page` until one reaches back past
-        `after_id`, or `max_pages`. Raises `TransportError` when a page cannot be had or is not a list."""
+        `after_id`, or `max_pages` were read (then `truncated`). Raises `TransportError` when a page cannot be had
+        or is not a list."""
         log = EventLog()
         page = 1
-        for _ in range(max_pages):
+        for number in range(1, max_pages + 1):
             response = self._call(
-                "GET", f"{hook}/events", params={"status": status, "per_page": PER_PAGE, "page": page}
+                "GET", f"{hook}/events", params={"status": status, "per_page": EVENTS_PER_PAGE, "page": page}
             )
             records = _json(response, f"events page {page} of {hook}")
             if not isinstance(records, list):
@@ -157,7 +174,10 @@ class GitLab:
                 log.events.append(event)
             following = (response.headers.get("X-Next-Page") or "").strip()
             if reached_back or not records or not following:
-                break
+                return log
+            if number == max_pages:
+                log.truncated = True
+                return log
             try:
                 page = int(following)
             except ValueError:
@@ -165,18 +185,21 @@ class GitLab:
         return log
 
     def resend(self, hook: str, event_id: int) -> None:
-        """Send event `event_id` of `hook` again. Paced: never a sixth resend to one hook within 60 s; a 429 waits
-        its `Retry-After` (at most a minute) and is tried once more."""
+        """Send event `event_id` of `hook` again. Paced: never a sixth resend for the hook's project within 60 s; a
+        429 waits its `Retry-After` (else `RateLimit-Reset`, else a minute; at most a minute) and is tried once
+        more."""
         path = f"{hook}/events/{int(event_id)}/resend"
         for attempt in (1, 2):
-            self._wait_for_room(hook)
+            wait = self._room_for_resend(_project_of(hook))
+            if wait > 0:
+                self.sleep(wait)
             try:
                 self._call("POST", path, tries=1)
                 return
             except TransportError as exc:
                 if not exc.rate_limited or attempt == 2:
                     raise
-                self.sleep(min(exc.retry_after if exc.retry_after is not None else RESEND_WINDOW, RESEND_WINDOW))
+                self.sleep(min(exc.retry_after if exc.retry_after is not None else RATE_LIMIT_WAIT, RESEND_WINDOW))
 
     # -- the forge writes ------------------------------------------------------------------------------
 
@@ -214,7 +237,7 @@ class GitLab:
         existing = self.open_merge_request(project, branch)
         if existing is not None:
             return existing
-        sent_title = draft_title(title) if draft else title
+        sent_title = draft_title(title) if draft else title[:MAX_TITLE]
         payload = {"source_branch": branch, "target_branch": target, "title": sent_title, "description": body}
         try:
             response = self._call("POST", f"projects/{ident}/merge_requests", json=payload)
@@ -243,14 +266,16 @@ class GitLab:
             raise TransportError(f"{TARGET}'s note on !{number} of {project} has no id", permanent=True)
         return f"{web_url}#note_{note_id}"
 
-    def _wait_for_room(self, hook: str) -> None:
+    def _room_for_resend(self, project: str) -> float:
+        """Take the next resend slot of `project` and say how long to wait for it (0: now). The slot is taken under
+        the lock and the wait is the caller's, outside it: two threads never take one slot, and neither sleeps while
+        holding the other up."""
         with self._lock:
-            sent = self._resent.setdefault(hook, deque(maxlen=RESENDS_PER_WINDOW))
-            if len(sent) == RESENDS_PER_WINDOW:
-                wait = sent[0] + RESEND_WINDOW - self.monotonic()
-                if wait > 0:
-                    self.sleep(wait)
-            sent.append(self.monotonic())
+            now = self.monotonic()
+            sent = self._resent.setdefault(project, deque(maxlen=RESENDS_PER_WINDOW))
+            at = max(now, sent[0] + RESEND_WINDOW) if len(sent) == RESENDS_PER_WINDOW else now
+            sent.append(at)
+            return at - now
 
     # -- one call ---------------------------------------------------------------------------------------
 
@@ -271,10 +296,16 @@ class GitLab:
 
 def error_for(response: requests.Response) -> TransportError | None:
     status = response.status_code
+    if status == 429:
+        headers, at = response.headers, transport.answered_at(response)
+        wait = transport.parse_retry_after(headers.get("Retry-After"), now=at)
+        if wait is None:
+            wait = transport.until_epoch(headers.get("RateLimit-Reset"), now=at)
+        return transport.error_for(response, TARGET, retry_after=RATE_LIMIT_WAIT if wait is None else wait)
     detail = ""
     if status == 404:
         detail = " (no such project, hook, event or merge request, or the token may not see it)"
-    elif status in (400, 409, 422):
+    elif 400 <= status < 500:
         said = _said(response)
         detail = f" (the request was refused: {said})" if said else " (the request was refused)"
     return transport.error_for(response, TARGET, detail=detail)
@@ -289,11 +320,18 @@ def project_id(project: str | int) -> str:
 
 
 def draft_title(title: str) -> str:
-    """`title` as GitLab reads a draft's: with the `Draft: ` prefix, unless it has one of GitLab's already."""
+    """`title` as GitLab reads a draft's: with the `Draft: ` prefix (unless it has one of GitLab's already), cut to
+    GitLab's 255 characters in all."""
     stripped = title.lstrip()
-    if stripped.lower().startswith(tuple(p.lower() for p in DRAFT_PREFIXES)):
-        return title
-    return f"Draft: {title}"
+    if not stripped.lower().startswith(tuple(p.lower() for p in DRAFT_PREFIXES)):
+        title = f"Draft: {title}"
+    return title[:MAX_TITLE]
+
+
+def _project_of(hook: str) -> str:
+    """The project of a hook's API path (`projects/{id}/hooks/{hook_id}`): what GitLab's resend limit counts by."""
+    parts = hook.strip("/").split("/")
+    return parts[1] if len(parts) > 1 and parts[0] == "projects" else hook
 
 
 def _merge_request(record: Any, *, created: bool) -> MergeRequest:
@@ -364,15 +402,5 @@ def _event(record: Any) -> HookEvent:
         response_status=status[:32],
         idempotency_key=key,
         event_uuid=uuid,
-        created_at=_time(record.get("created_at")),
+        created_at=parse_time(record.get("created_at")),
     )
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.astimezone(UTC) if moment.tzinfo is not None else None

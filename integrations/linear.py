@@ -13,20 +13,24 @@ key, an unknown issue, a team without a completed state, any other rejected requ
 Linear answers many errors in a GraphQL `errors` list, whatever the status: their kinds are read first.
 
 Reading changed issues is one `issues` query, filtered on `updatedAt` and on the issues asked about (by id, or by
-team key and number for an identifier such as ENG-12), paged forward by `pageInfo { hasNextPage endCursor }`.
+team key and number for an identifier such as ENG-12), paged forward by `pageInfo { hasNextPage endCursor }`, at most
+`MAX_ISSUE_PAGES` pages: a reading the cap stopped says so (`UpdatedIssues.truncated`).
+
+A rate-limited answer waits `Retry-After`, else until Linear's `X-RateLimit-Requests-Reset` (epoch milliseconds).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import requests
 
 from integrations import transport
+from integrations.timestamps import parse_time
 from integrations.transport import TransportError
 
 DEFAULT_TIMEOUT = transport.DEFAULT_TIMEOUT
@@ -112,6 +116,15 @@ class TrackerIssue:
     state_type: str | None
 
 
+@dataclass
+class UpdatedIssues:
+    """What one reading of the changed issues found, in Linear's order. `truncated`: the page cap stopped it with
+    more pages to read, so issues may be missing."""
+
+    issues: list[TrackerIssue] = field(default_factory=list)
+    truncated: bool = False
+
+
 class LinearTracker:
     def __init__(
         self,
@@ -155,9 +168,12 @@ class LinearTracker:
         state = ((payload.get("issue") or {}).get("state") or {}).get("name") or target.get("name") or COMPLETED
         return Closed(name, state, already=False)
 
-    def issues_updated_since(self, tracked: Iterable[str], since: datetime) -> list[TrackerIssue]:
+    def issues_updated_since(
+        self, tracked: Iterable[str], since: datetime, *, max_pages: int = MAX_ISSUE_PAGES
+    ) -> UpdatedIssues:
         """The issues among `tracked` (Linear ids, or identifiers like ENG-12) updated at or after `since`, with
-        their states; every page of the answer, in Linear's order. Raises `TransportError`."""
+        their states; every page of the answer, in Linear's order, at most `max_pages` of them (then `truncated`).
+        Raises `TransportError`."""
         wanted = sorted(set(tracked))
         ids = [ident for ident in wanted if _UUID.match(ident)]
         numbers: dict[str, list[int]] = {}
@@ -168,12 +184,12 @@ class LinearTracker:
         alternatives: list[dict[str, Any]] = [{"id": {"in": ids}}] if ids else []
         alternatives += [{"team": {"key": {"eq": key}}, "number": {"in": sorted(n)}} for key, n in numbers.items()]
         if not alternatives:
-            return []
+            return UpdatedIssues()
         stamp = since.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         issue_filter = {"updatedAt": {"gte": stamp}, "or": alternatives}
-        found_issues: list[TrackerIssue] = []
+        found = UpdatedIssues()
         after: str | None = None
-        for _ in range(MAX_ISSUE_PAGES):
+        for number in range(1, max_pages + 1):
             data = self.graphql(
                 "IssuesUpdatedSince",
                 ISSUES_UPDATED_SINCE,
@@ -190,13 +206,15 @@ class LinearTracker:
                     raise TransportError(
                         f"Linear's issue record {index} lacks its id, updatedAt or state", permanent=True
                     )
-                found_issues.append(issue)
+                found.issues.append(issue)
             after = info.get("endCursor")
             if info.get("hasNextPage") is not True:
                 break
             if not isinstance(after, str) or not after:
                 raise TransportError("Linear said there is a next page but gave no endCursor", permanent=True)
-        return found_issues
+            if number == max_pages:
+                found.truncated = True
+        return found
 
     # -- one GraphQL call -------------------------------------------------------------------------------
 
@@ -219,7 +237,7 @@ class LinearTracker:
         errors = body.get("errors") if isinstance(body, dict) else None
         if errors:
             raise _graphql_error(errors, response)
-        error = transport.error_for(response, "Linear")
+        error = transport.error_for(response, "Linear", retry_after=_wait(response))
         if error is not None:
             raise error
         if not isinstance(body, dict) or not isinstance(body.get("data"), dict):
@@ -236,7 +254,7 @@ def _graphql_error(errors: list[Any], response: requests.Response) -> TransportE
     code = str(extensions.get("code") or "").upper()
     message = str(extensions.get("userPresentableMessage") or first.get("message") or "unknown error")[:300]
     detail = f"Linear: {message}" + (f" ({kind or code})" if kind or code else "")
-    retry_after = transport.parse_retry_after(response.headers.get("Retry-After"))
+    retry_after = _wait(response)
     if kind in _TRANSIENT_KINDS or code in _TRANSIENT_CODES:
         return TransportError(detail, permanent=False, retry_after=retry_after, status=status)
     if kind in _PERMANENT_KINDS or code in _PERMANENT_CODES or extensions.get("userError"):
@@ -246,6 +264,18 @@ def _graphql_error(errors: list[Any], response: requests.Response) -> TransportE
     return TransportError(detail, permanent=True, status=status)
 
 
+def _wait(response: requests.Response) -> float | None:
+    """How long a rate-limited answer asks to wait: `Retry-After`, else until `X-RateLimit-Requests-Reset` (Linear
+    writes it in epoch milliseconds; a value small enough to be seconds is read as seconds)."""
+    at = transport.answered_at(response)
+    wait = transport.parse_retry_after(response.headers.get("Retry-After"), now=at)
+    reset = response.headers.get("X-RateLimit-Requests-Reset")
+    if wait is None and reset is not None:
+        in_ms = reset.strip().isdigit() and len(reset.strip()) > 11
+        wait = transport.until_epoch(reset, now=at, unit=0.001 if in_ms else 1.0)
+    return wait
+
+
 def _tracker_issue(node: Any) -> TrackerIssue | None:
     if not isinstance(node, dict):
         return None
@@ -253,16 +283,13 @@ def _tracker_issue(node: Any) -> TrackerIssue | None:
     state = node.get("state")
     if not isinstance(ident, str) or not ident or not isinstance(updated, str) or not isinstance(state, dict):
         return None
-    try:
-        moment = datetime.fromisoformat(updated.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None or not isinstance(state.get("name"), str) or not state["name"]:
+    moment = parse_time(updated)
+    if moment is None or not isinstance(state.get("name"), str) or not state["name"]:
         return None
     return TrackerIssue(
         id=ident,
         identifier=identifier if isinstance(identifier, str) and identifier else ident,
-        updated_at=moment.astimezone(UTC),
+        updated_at=moment,
         updated_at_text=updated,
         state_name=state["name"],
         state_type=state.get("type") if isinstance(state.get("type"), str) else None,

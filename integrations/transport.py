@@ -8,15 +8,18 @@ the same way):
 - transient, try again later: a timeout, a connection error, any other failure of `requests`, 5xx and 429 (with the
   target's `Retry-After`, when it sent one);
 - permanent, give up and record why: 401 and 403 (the credentials were refused, and the detail says so), any other
-  4xx, and 3xx (redirects are never followed: a credential must not travel to wherever a redirect points).
+  4xx, and a 3xx that is not followed.
+A `301`, `307` or `308` to the same scheme, host and port is followed, the same request again (a renamed repository
+answers so); one to another origin never is, nor any other 3xx: the credential must not travel to wherever a
+redirect points.
 A module adds what only its target knows (Discord's rate-limit headers, Linear's GraphQL error kinds) and raises the
 same type; the outbox handlers (`jobs/`) read `permanent` and `retry_after` and nothing else.
 
-Every call has a (connect, read) timeout and never follows a redirect; the credential goes as explicit `auth` (so a
-`~/.netrc` entry for the host can never replace it). Errors name the target as the caller names it ("Linear"; a
-webhook URL shown without its token) and the exception's type, never a header or the text of a `requests` exception
-(which quotes the URL), so no token reaches a log, a timeline or an outbox note. A module for a REST API (the
-forges, say) needs no more than:
+Every call has a (connect, read) timeout and follows a redirect only to its own origin; the credential goes as
+explicit `auth` (so a `~/.netrc` entry for the host can never replace it). Errors name the target as the caller
+names it ("Linear"; a webhook URL shown without its token) and the exception's type, never a header or the text of a
+`requests` exception (which quotes the URL), so no token reaches a log, a timeline or an outbox note. A module for a
+REST API (the forges, say) needs no more than:
 
     session = transport.session("svc-delivery/1 (forge)")
     auth = transport.HeaderAuth(f"Bearer {token}")
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 import requests.auth
@@ -50,6 +53,10 @@ RETRY_BUDGET = 15.0
 RETRY_PAUSE = 1.0
 # `pages` stops after this many pages unless the caller says otherwise: a listing is never followed without end.
 MAX_PAGES = 100
+# The redirects `send` follows (to the same origin only), and how many in a row before it gives up.
+FOLLOWED_REDIRECTS = frozenset({301, 307, 308})
+MAX_REDIRECTS = 3
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class TransportError(Exception):
@@ -144,6 +151,31 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return min(seconds, MAX_RETRY_AFTER)
 
 
+def until_epoch(value: str | None, *, now: datetime | None = None, unit: float = 1.0) -> float | None:
+    """Seconds from `now` (default: this machine's clock) until the epoch time `value` (in `unit`s of a second:
+    1 for GitHub's `x-ratelimit-reset` and GitLab's `RateLimit-Reset`, 0.001 for Linear's milliseconds); 0 for a time
+    already past, None when absent or unreadable; never above `MAX_RETRY_AFTER`."""
+    if value is None:
+        return None
+    try:
+        moment = float(value.strip()) * unit
+    except ValueError:
+        return None
+    if not math.isfinite(moment):
+        return None
+    return min(max(moment - (now or datetime.now(UTC)).timestamp(), 0.0), MAX_RETRY_AFTER)
+
+
+def answered_at(response: requests.Response) -> datetime | None:
+    """The answer's own `Date`: a wait given as a moment counts from the target's clock, not ours, so a skew between
+    the two clocks does not change the wait."""
+    try:
+        when = parsedate_to_datetime(response.headers.get("Date", ""))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 def failure(exc: requests.RequestException, target: str, timeout: tuple[float, float]) -> TransportError:
     """The transient error for a call that got no answer. Only the exception's type is kept: its text quotes the URL."""
     if isinstance(exc, requests.Timeout):
@@ -170,7 +202,7 @@ def error_for(
         return None
     if status == 429 or status >= 500:
         if retry_after is None:
-            retry_after = parse_retry_after(response.headers.get("Retry-After"), now=_answered_at(response))
+            retry_after = parse_retry_after(response.headers.get("Retry-After"), now=answered_at(response))
         wait = f"; retry after {retry_after:g} s" if retry_after is not None else ""
         why = " (rate limited)" if status == 429 else ""
         text = f"{target} answered {status}{why}{detail}{wait}"
@@ -195,12 +227,30 @@ def send(
     **kwargs: Any,
 ) -> requests.Response:
     """One request, whatever its answer's status (for a module that reads its target's errors itself, then calls
-    `error_for`); a call that got no answer raises the transient `TransportError`. `kwargs` go to `requests`
-    (`json`, `params`, `headers`, `data`)."""
-    try:
-        return session.request(method, url, timeout=timeout, auth=auth, allow_redirects=False, **kwargs)
-    except requests.RequestException as exc:
-        raise failure(exc, target, timeout) from None
+    `error_for`); a call that got no answer raises the transient `TransportError`. A `301`/`307`/`308` to the same
+    origin is followed, the same method and body again (at most `MAX_REDIRECTS` in a row); one to another origin
+    raises a permanent `TransportError` and nothing is sent there. `kwargs` go to `requests` (`json`, `params`,
+    `headers`, `data`)."""
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
+            response = session.request(method, url, timeout=timeout, auth=auth, allow_redirects=False, **kwargs)
+        except requests.RequestException as exc:
+            raise failure(exc, target, timeout) from None
+        location = response.headers.get("Location") if response.status_code in FOLLOWED_REDIRECTS else None
+        if not location:
+            return response
+        following = urljoin(url, location)
+        if _origin(following) != _origin(url):
+            raise TransportError(
+                f"{target} answered {response.status_code} (a redirect to another host, not followed)",
+                permanent=True,
+                status=response.status_code,
+            )
+        response.close()
+        if urlsplit(following).query:  # the new address carries its own query
+            kwargs = {k: v for k, v in kwargs.items() if k != "params"}
+        url = following
+    raise TransportError(f"{target} redirected more than {MAX_REDIRECTS} times: not followed", permanent=True)
 
 
 def call(
@@ -239,46 +289,63 @@ def call(
         attempt += 1
 
 
-def pages(
-    session: requests.Session,
-    url: str,
-    *,
-    target: str,
-    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-    auth: requests.auth.AuthBase | None = None,
-    max_pages: int = MAX_PAGES,
-    tries: int = 1,
-    read_error: Callable[[requests.Response], TransportError | None] | None = None,
-    **kwargs: Any,
-) -> Iterator[requests.Response]:
-    """GET `url` and each page its `Link: <...>; rel="next"` points to, one `call` each, at most `max_pages`.
+class Pages:
+    """GET `url` and each page its `Link: <...>; rel="next"` points to, one `call` each, at most `max_pages`; iterate
+    it for the answers. `truncated` is True once the cap stopped it with a next page still to read: what that page
+    held was never read, and a caller keeping a checkpoint must not move it past it.
     A next page on another origin (scheme, host, port) is a permanent error: the credential goes to the one origin
     the caller named. `kwargs` (such as `params`) apply to the first page only; a next link carries its own.
     `tries` and `read_error` are `call`'s, for each page."""
-    origin = _origin(url)
-    for _ in range(max_pages):
-        response = call(
-            session, "GET", url, target=target, timeout=timeout, auth=auth, tries=tries, read_error=read_error, **kwargs
-        )
-        yield response
-        following = response.links.get("next", {}).get("url")
-        if not following:
-            return
-        if _origin(following) != origin:
-            raise TransportError(f"{target}'s next page is on another host: not followed", permanent=True)
-        url, kwargs = following, {k: v for k, v in kwargs.items() if k != "params"}
+
+    def __init__(
+        self,
+        session: requests.Session,
+        url: str,
+        *,
+        target: str,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        auth: requests.auth.AuthBase | None = None,
+        max_pages: int = MAX_PAGES,
+        tries: int = 1,
+        read_error: Callable[[requests.Response], TransportError | None] | None = None,
+        **kwargs: Any,
+    ):
+        self._session, self._url, self._target, self._timeout, self._auth = session, url, target, timeout, auth
+        self._max_pages, self._tries, self._read_error, self._kwargs = max_pages, tries, read_error, kwargs
+        self.truncated = False
+
+    def __iter__(self) -> Iterator[requests.Response]:
+        url, kwargs, origin = self._url, self._kwargs, _origin(self._url)
+        for number in range(1, self._max_pages + 1):
+            response = call(
+                self._session,
+                "GET",
+                url,
+                target=self._target,
+                timeout=self._timeout,
+                auth=self._auth,
+                tries=self._tries,
+                read_error=self._read_error,
+                **kwargs,
+            )
+            yield response
+            following = response.links.get("next", {}).get("url")
+            if not following:
+                return
+            if number == self._max_pages:
+                self.truncated = True
+                return
+            if _origin(following) != origin:
+                raise TransportError(f"{self._target}'s next page is on another host: not followed", permanent=True)
+            url, kwargs = following, {k: v for k, v in kwargs.items() if k != "params"}
+
+
+def pages(session: requests.Session, url: str, **kwargs: Any) -> Pages:
+    """`Pages(session, url, ...)`: the pages of a listing that the Link header pages."""
+    return Pages(session, url, **kwargs)
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:
     parts = urlsplit(url)
-    return parts.scheme, parts.hostname, parts.port
-
-
-def _answered_at(response: requests.Response) -> datetime | None:
-    """The answer's own `Date`: an HTTP-date Retry-After counts from the target's clock, not ours, so a skew between
-    the two clocks does not change the wait."""
-    try:
-        when = parsedate_to_datetime(response.headers.get("Date", ""))
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname, parts.port or _DEFAULT_PORTS.get(scheme)

@@ -21,6 +21,9 @@ from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
 from domain.router.reconciliation import TrackerCatchUp
 from domain.router.shadow import ShadowRouter
+from integrations.github import GitHub
+from integrations.gitlab import GitLab
+from integrations.linear import LinearTracker
 from jobs.chat_delivery import ChatDelivery
 from jobs.delivery import Handler, OutboxDeliverer, Recorder
 from jobs.forge_writes import ForgeWrite
@@ -47,8 +50,13 @@ def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None
 
 
 def reconciler(config: Config, clock: Clock) -> Reconciler:
-    """The reconciler, routing the tracker's missed state changes through a router of its own."""
-    return Reconciler(config, clock, catch_up=TrackerCatchUp(ShadowRouter(config, clock).receive, clock))
+    """The reconciler with the senders' clients the configuration names (none where it gives no token), routing
+    the tracker's missed state changes through a router of its own."""
+    github = GitHub(config.github_api_url, config.github_api_token) if config.github_api_token else None
+    gitlab = GitLab(config.gitlab_api_url, config.gitlab_api_token) if config.gitlab_api_token else None
+    tracker = LinearTracker(config.tracker_api_url, config.tracker_api_key) if config.tracker_api_key else None
+    catch_up = TrackerCatchUp(ShadowRouter(config, clock).receive, clock)
+    return Reconciler(config, clock, github=github, gitlab=gitlab, tracker=tracker, catch_up=catch_up)
 
 
 def ops_jobs(config: Config, ops: OpsAgents) -> dict[str, Job]:

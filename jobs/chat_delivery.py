@@ -18,10 +18,10 @@ up. With no `DISCORD_WEBHOOK_URL` a post is marked `skipped`: recorded, not sent
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from domain import chat
-from domain.clock import Clock, iso
+from domain.clock import Clock, iso, parse_timestamp
 from domain.config import Config
 from integrations import discord
 from integrations.transport import RateLimit, TransportError
@@ -82,7 +82,7 @@ class ChatDelivery:
         recent = outbox.sent_since(chat.KIND, now - WINDOW, limit=self.per_minute)
         waits = [(0.0, "")]
         if row is not None and row.value.get("closed_until"):
-            closed_until = datetime.fromisoformat(row.value["closed_until"].replace("Z", "+00:00"))
+            closed_until = parse_timestamp(row.value["closed_until"])
             waits.append(((closed_until - now).total_seconds(), f"paced: {row.value.get('reason', 'rate limit')}"))
         if len(recent) >= self.per_minute:
             reopens = recent[-1] + WINDOW

@@ -9,7 +9,7 @@ from typing import Any
 from peewee import fn
 
 from storage import statements
-from storage.models import AcceptedEvent, RouterDecision, Ticket
+from storage.models import AcceptedEvent, RouterDecision, Ticket, stored_time
 from storage.paging import decode_cursor, page_of
 
 
@@ -166,7 +166,7 @@ def _moment(value: Any) -> datetime:
     """A stored evaluation time as an aware UTC datetime: SQLite's text read directly (peewee's general parser
     is a third of a backtest's time), PostgreSQL's datetime as it comes."""
     if isinstance(value, str):
-        value = datetime.fromisoformat(value)
+        value = stored_time(value)
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from peewee import DateTimeField, ForeignKeyField, Model
 
 from storage import statements
-from storage.models import IdempotencyRecord
+from storage.models import IdempotencyRecord, stored_time
 
 
 def find(scope: str, key: str) -> IdempotencyRecord | None:
@@ -55,7 +55,5 @@ def row_from(model: type[Model], values: dict[str, Any]) -> Any:
     for field in model._meta.sorted_fields:
         name = field.object_id_name if isinstance(field, ForeignKeyField) else field.name
         value = values.get(name)
-        row[name] = (
-            datetime.fromisoformat(value) if isinstance(field, DateTimeField) and isinstance(value, str) else value
-        )
+        row[name] = stored_time(value) if isinstance(field, DateTimeField) and isinstance(value, str) else value
     return statements.record_type(model)(**row)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from peewee import fn
 
-from storage.models import AgentRun, DispatchJob, OutboxMessage, RouterDecision
+from storage.models import AgentRun, DispatchJob, OutboxMessage, RouterDecision, stored_time
 from storage.outbox import PENDING
 
 
@@ -81,5 +81,5 @@ def run_counts(after_id: int, up_to_id: int | None = None) -> dict[tuple[str, ..
 
 def _aware(value) -> datetime:
     if isinstance(value, str):  # SQLite hands aggregates back as text
-        value = datetime.fromisoformat(value)
+        value = stored_time(value)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -47,7 +47,7 @@ class UTCDateTimeField(DateTimeField):
             # times the parse). peewee's parser tries its formats with `strptime`, and every ticket, wallet or
             # initiative the router reads carries two or three of these.
             try:
-                value = datetime.fromisoformat(value + "+00:00")
+                value = stored_time(value + "+00:00")
             except ValueError:
                 value = super().python_value(value)
         else:
@@ -494,3 +494,10 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     RouterPolicyVersion,
     DispatchJob,
 )
+
+
+def stored_time(text: str) -> datetime:
+    """A moment as the database wrote it in text (SQLite's "2026-11-24 14:20:09.337753", an aggregate's, a JSON
+    column's ISO text), read in C: naive when the text names no zone. The one reading of the database's times text;
+    raises ValueError."""
+    return datetime.fromisoformat(text)

@@ -14,7 +14,7 @@ from peewee import fn
 
 from storage import statements
 from storage.db import is_postgres
-from storage.models import OutboxMessage
+from storage.models import OutboxMessage, stored_time
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
 # Handled on purpose without delivery, e.g. a chat post while no chat webhook is configured ("recorded, not sent").
@@ -153,7 +153,7 @@ def backlog(*, now: datetime) -> dict[str, Any]:
     )
     count, oldest = row if row else (0, None)
     if isinstance(oldest, str):  # SQLite hands aggregates back as text
-        oldest = datetime.fromisoformat(oldest)
+        oldest = stored_time(oldest)
     if oldest is not None and oldest.tzinfo is None:
         from datetime import UTC
 

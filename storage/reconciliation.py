@@ -1,5 +1,7 @@
 """Reconciliation rows, the storage side of `domain/router/reconciliation.py` and `domain/ops/reconciler.py`: the
-delivery ids the service accepted, the ledger of gaps, and each hook's checkpoint (one `setting` row)."""
+delivery ids the service accepted, the ledger of gaps, and each hook's checkpoint (one `setting` row). Which states
+a gap may move between, and what a hook that cannot be read is entered as, are the domain's (`domain/gaps.py`):
+these functions take the states they write."""
 
 from __future__ import annotations
 
@@ -64,6 +66,17 @@ def gaps(sender: str, hook: str, guids: Iterable[str]) -> dict[str, Reconciliati
     return found
 
 
+def gap(sender: str, hook: str, guid: str) -> ReconciliationGap | None:
+    """The ledger row of `guid` of one hook, or None."""
+    return (
+        ReconciliationGap.select()
+        .where(
+            (ReconciliationGap.sender == sender) & (ReconciliationGap.hook == hook) & (ReconciliationGap.guid == guid)
+        )
+        .first()
+    )
+
+
 def open_gap(
     *,
     sender: str,
@@ -75,27 +88,29 @@ def open_gap(
     attempts: int,
     detail: str,
     at: datetime,
+    race: bool = False,
 ) -> None:
-    """Enter a gap in the ledger (nothing changes when that sender's hook already has one for `guid`)."""
-    (
-        ReconciliationGap.insert(
-            sender=sender,
-            hook=hook,
-            delivery=delivery,
-            guid=guid,
-            event=event,
-            found_at=at,
-            updated_at=at,
-            state=state,
-            attempts=attempts,
-            detail=detail,
-        )
-        .on_conflict_ignore()
-        .execute()
+    """Enter a gap in the ledger. When that sender's hook has one for `guid` already, nothing changes; or, with
+    `race` (the caller read it as absent), IntegrityError: another writer entered it first, and the unit of work
+    starts over and reads it."""
+    insert = ReconciliationGap.insert(
+        sender=sender,
+        hook=hook,
+        delivery=delivery,
+        guid=guid,
+        event=event,
+        found_at=at,
+        updated_at=at,
+        state=state,
+        attempts=attempts,
+        detail=detail,
     )
+    (insert if race else insert.on_conflict_ignore()).execute()
 
 
-def update_gap(gap_id: int, *, was: str, state: str, attempts: int, detail: str, at: datetime, delivery=None) -> bool:
+def update_gap(
+    gap_id: int, *, was: str, state: str, attempts: int, detail: str, at: datetime, delivery: str | None = None
+) -> bool:
     """Move one gap from state `was` (compare-and-swap: False when it had moved meanwhile)."""
     changes: dict[Any, Any] = {
         ReconciliationGap.state: state,
@@ -113,28 +128,26 @@ def update_gap(gap_id: int, *, was: str, state: str, attempts: int, detail: str,
     return updated == 1
 
 
-def mark_recovered(sender: str, guid: str, *, at: datetime) -> int:
-    """The redelivery of `guid` arrived: its gaps (of any of the sender's hooks) asked for again are recovered."""
+def move_gaps_of(
+    sender: str, guid: str, *, from_states: Iterable[str], to_state: str, detail: str, at: datetime
+) -> int:
+    """Move `sender`'s gaps of `guid` (of any of its hooks) that are in `from_states` to `to_state`; how many."""
     return (
         ReconciliationGap.update(
-            {
-                ReconciliationGap.state: "recovered",
-                ReconciliationGap.updated_at: at,
-                ReconciliationGap.detail: "the redelivery arrived and was recorded",
-            }
+            {ReconciliationGap.state: to_state, ReconciliationGap.updated_at: at, ReconciliationGap.detail: detail}
         )
         .where(
             (ReconciliationGap.sender == sender)
             & (ReconciliationGap.guid == guid)
-            & ReconciliationGap.state.in_(("redelivered", "given_up"))
+            & ReconciliationGap.state.in_(list(from_states))
         )
         .execute()
     )
 
 
-def hook_unreadable(sender: str, hook: str, detail: str, *, at: datetime) -> None:
-    """Enter (or bring up to date) the ledger's row saying a hook could not be read: one row per hook, its
-    `attempts` the runs that could not read it."""
+def hook_row(sender: str, hook: str, *, state: str, detail: str, at: datetime) -> None:
+    """Enter (or bring up to date) the ledger's one row of a hook itself (no guid), in `state`: its `attempts` the
+    runs that entered it, its `detail` the latest."""
     row = (
         ReconciliationGap.select()
         .where(
@@ -152,7 +165,7 @@ def hook_unreadable(sender: str, hook: str, detail: str, *, at: datetime) -> Non
             event=None,
             found_at=at,
             updated_at=at,
-            state="given_up",
+            state=state,
             attempts=1,
             detail=detail,
         ).execute()
@@ -162,7 +175,7 @@ def hook_unreadable(sender: str, hook: str, detail: str, *, at: datetime) -> Non
             ReconciliationGap.attempts: ReconciliationGap.attempts + 1,
             ReconciliationGap.detail: detail,
             ReconciliationGap.updated_at: at,
-            ReconciliationGap.state: "given_up",
+            ReconciliationGap.state: state,
         }
     ).where(ReconciliationGap.id == row.id).execute()
 

@@ -17,12 +17,17 @@ finds what the service never accepted (`storage/reconciliation.py` keeps the ids
 
 A hook or sender that cannot be read (a refused token, an unknown hook, a timeout, a 5xx, a malformed page or
 record, a bad cursor) fails the run after every other one was read, is named in its summary, and is in the ledger;
-its checkpoint stays where it was, so nothing it would have shown is skipped. Each checkpoint is kept in the
-database: the first run looks back 24 hours, and none further back than the sender keeps its log. The run also
-drops the accepted delivery ids older than the senders keep theirs (3 days; GitLab's 7).
+its checkpoint stays where it was, so nothing it would have shown is skipped. A reading that reached its client's
+page cap is `truncated`: what it read is asked for again, its checkpoint stays (the pages it did not read are older
+than those it did), and the run's summary and the hook's row in the ledger say `truncated`. Each checkpoint is kept
+in the database: the first run looks back 24 hours, and none further back than the sender keeps its log. The run
+also drops the accepted delivery ids older than the senders keep theirs (3 days; GitLab's 7).
 
 No transaction is held across a call to a sender: each call is bounded by its client's timeouts, and the jobs
-process runs this agent on a worker of its own, so a slow sender holds nothing else up.
+process runs this agent on a worker of its own, so a slow sender holds nothing else up. Every read and write of the
+ledger is a unit of work (`domain/units.py`); a ledger entry that moved between its read and its write (a redelivery
+arrived meanwhile) is read again. The clients are handed in by the composition root (`jobs/assembly.py`): None for
+a sender the configuration gives no token.
 """
 
 from __future__ import annotations
@@ -33,15 +38,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from domain.clock import Clock, iso
+from domain import gaps, units
+from domain.clock import BadTimestamp, Clock, iso, parse_timestamp
 from domain.config import Config
+from domain.gaps import Gap, GapState
 from domain.ops import runs
+from domain.units import StaleRead
 from integrations.github import GitHub, HookDelivery
 from integrations.gitlab import CLIENT_FAILURE, SERVER_FAILURE, GitLab, HookEvent
 from integrations.linear import LinearTracker, TrackerIssue
 from integrations.transport import TransportError
 from storage import reconciliation
-from storage.db import transaction
 
 log = logging.getLogger("svc.reconciler")
 
@@ -62,8 +69,8 @@ class CatchUp(Protocol):
 
 @dataclass
 class ReconcileReport:
-    """What one run did: what it asked for again and what it could not read (`failures`, each naming the hook or
-    sender and why), and the run it recorded."""
+    """What one run did: what it asked for again, what it could not read (`failures`, each naming the hook or
+    sender and why), which readings the page cap cut short (`truncated`), and the run it recorded."""
 
     asked: int = 0
     given_up: int = 0
@@ -72,6 +79,7 @@ class ReconcileReport:
     deferred: int = 0
     caught_up: int = 0
     failures: list[str] = field(default_factory=list)
+    truncated: list[str] = field(default_factory=list)
     hooks: dict[str, dict[str, Any]] = field(default_factory=dict)
     run: Any = None
 
@@ -89,9 +97,51 @@ class ReconcileReport:
         if self.deferred:
             parts.append(f"{self.deferred} left for the next run (at most the run's maximum a run)")
         text = "; ".join(parts)
+        if self.truncated:
+            text += f"; {gaps.TRUNCATED} (the page cap was reached, the checkpoint kept): " + "; ".join(self.truncated)
         if self.failures:
             text += "; could not read: " + "; ".join(self.failures)
         return text[:2000]
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "asked": self.asked,
+            "given_up": self.given_up,
+            "refused_by_us": self.refused_by_us,
+            "already_accepted": self.already_accepted,
+            "deferred": self.deferred,
+            "caught_up": self.caught_up,
+            "failures": self.failures,
+            "truncated": self.truncated,
+            "hooks": self.hooks,
+        }
+
+
+class Budget:
+    """The asks one run may still make (`SVC_RECONCILE_MAX`), shared by every hook it reads."""
+
+    def __init__(self, most: int):
+        self.left = most
+
+    def has_room(self) -> bool:
+        return self.left > 0
+
+    def spend(self) -> None:
+        self.left -= 1
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A delivery a sender's hook says it failed to make: the sender's id of its latest attempt, what that got, and
+    whether the service refused it on purpose (GitLab's `client_failure`: listed, never asked for again)."""
+
+    sender: str
+    hook: str
+    guid: str
+    delivery_id: int
+    event: str | None
+    detail: str
+    refused: bool = False
 
 
 class Reconciler:
@@ -104,29 +154,25 @@ class Reconciler:
         gitlab: GitLab | None = None,
         tracker: LinearTracker | None = None,
         catch_up: CatchUp | None = None,
+        max_pages: int | None = None,
     ):
-        """The clients default to those the configuration names (None where it names no token); `catch_up` routes
-        the tracker's missed state changes (the composition root hands in the router's)."""
+        """The clients as the composition root builds them (None: that sender has no token, and each of its hooks
+        fails the run saying so); `catch_up` routes the tracker's missed state changes (the router's);
+        `max_pages`, when given, the page cap of every reading instead of each client's own."""
         self.config = config
         self.clock = clock
-        self.github = github or (
-            GitHub(config.github_api_url, config.github_api_token) if config.github_api_token else None
-        )
-        self.gitlab = gitlab or (
-            GitLab(config.gitlab_api_url, config.gitlab_api_token) if config.gitlab_api_token else None
-        )
-        self.tracker = tracker or (
-            LinearTracker(config.tracker_api_url, config.tracker_api_key) if config.tracker_api_key else None
-        )
+        self.github = github
+        self.gitlab = gitlab
+        self.tracker = tracker
         self.catch_up = catch_up
+        self.pages = {} if max_pages is None else {"max_pages": max_pages}
 
     def __call__(self, trigger: runs.Trigger) -> ReconcileReport:
         """Run once; record the run; return what it did."""
         started = self.clock()
         report = ReconcileReport()
-        budget = [self.config.reconcile_max]
-        with transaction():
-            checkpoints = reconciliation.checkpoints()
+        budget = Budget(self.config.reconcile_max)
+        checkpoints = units.run(reconciliation.checkpoints, what="the reconciler's checkpoints")
         moved: dict[str, Any] = {}
         for hook in self.config.github_hooks:
             self._github_hook(hook, checkpoints, moved, report, budget)
@@ -134,40 +180,32 @@ class Reconciler:
             self._gitlab_hook(hook, checkpoints, moved, report, budget)
         if self.tracker is not None and self.catch_up is not None:
             self._tracker(checkpoints, moved, report)
-        finished = self.clock()
-        with transaction():
-            if moved:
-                reconciliation.save_checkpoints(moved, at=finished)
-            dropped = {sender: reconciliation.forget_before(sender, finished - kept) for sender, kept in KEPT.items()}
-            report.run = runs.record(
-                AGENT_ID,
-                trigger=trigger,
-                started_at=started,
-                finished_at=finished,
-                status="OK" if report.ok else "FAILED",
-                ok=report.ok,
-                summary=report.summary() if self._configured() else "nothing to reconcile: no hooks or tracker set",
-                details={
-                    "asked": report.asked,
-                    "given_up": report.given_up,
-                    "refused_by_us": report.refused_by_us,
-                    "already_accepted": report.already_accepted,
-                    "deferred": report.deferred,
-                    "caught_up": report.caught_up,
-                    "failures": report.failures,
-                    "hooks": report.hooks,
-                    "forgotten_delivery_ids": dropped,
-                },
-            )
+        report.run = units.run(lambda: self._record(trigger, started, moved, report), what="the reconciler's run")
         return report
 
-    def _configured(self) -> bool:
-        return bool(self.config.github_hooks or self.config.gitlab_hooks or self.tracker is not None)
+    def _record(
+        self, trigger: runs.Trigger, started: datetime, moved: dict[str, Any], report: ReconcileReport
+    ) -> runs.AgentRun:
+        finished = self.clock()
+        if moved:
+            reconciliation.save_checkpoints(moved, at=finished)
+        dropped = {sender: reconciliation.forget_before(sender, finished - kept) for sender, kept in KEPT.items()}
+        configured = self.config.github_hooks or self.config.gitlab_hooks or self.tracker is not None
+        return runs.record(
+            AGENT_ID,
+            trigger=trigger,
+            started_at=started,
+            finished_at=finished,
+            status="OK" if report.ok else "FAILED",
+            ok=report.ok,
+            summary=report.summary() if configured else "nothing to reconcile: no hooks or tracker set",
+            details={**report.details(), "forgotten_delivery_ids": dropped},
+        )
 
     # -- GitHub -----------------------------------------------------------------------------------------
 
     def _github_hook(
-        self, hook: str, checkpoints: dict[str, Any], moved: dict[str, Any], report: ReconcileReport, budget: list[int]
+        self, hook: str, checkpoints: dict[str, Any], moved: dict[str, Any], report: ReconcileReport, budget: Budget
     ) -> None:
         key = f"github:{hook}"
         now = self.clock()
@@ -178,32 +216,31 @@ class Reconciler:
             self._unreadable("github", hook, "SVC_GITHUB_TOKEN is not set", report)
             return
         try:
-            found = self.github.deliveries_since(hook, since)
+            found = self.github.deliveries_since(hook, since, **self.pages)
         except TransportError as exc:
             self._unreadable("github", hook, exc.detail, report)
             return
         for problem in found.malformed:
             self._unreadable("github", hook, problem, report)
+        if found.truncated:
+            self._truncated("github", hook, f"its deliveries since {iso(since)}", report)
         by_guid: dict[str, list[HookDelivery]] = {}
         for delivery in found.deliveries:  # newest first
             by_guid.setdefault(delivery.guid, []).append(delivery)
-        missing = {guid: attempts for guid, attempts in by_guid.items() if not any(d.answered_2xx for d in attempts)}
+        missing = [
+            _github_missing(hook, guid, attempts)
+            for guid, attempts in by_guid.items()
+            if not any(d.answered_2xx for d in attempts)
+        ]
         seen["deliveries"], seen["missing"] = len(found.deliveries), len(missing)
-        complete = self._settle(
-            "github",
-            hook,
-            {guid: _github_gap(attempts) for guid, attempts in missing.items()},
-            lambda gap: self.github.redeliver(hook, gap.delivery_id),
-            report,
-            budget,
-        )
-        if complete and not found.malformed:
+        complete = self._settle(missing, lambda gap: self.github.redeliver(hook, gap.delivery_id), report, budget)
+        if complete and not found.malformed and not found.truncated:
             moved[key] = _advanced(checkpoints.get(key), [d.delivered_at for d in found.deliveries], now)
 
     # -- GitLab -----------------------------------------------------------------------------------------
 
     def _gitlab_hook(
-        self, hook: str, checkpoints: dict[str, Any], moved: dict[str, Any], report: ReconcileReport, budget: list[int]
+        self, hook: str, checkpoints: dict[str, Any], moved: dict[str, Any], report: ReconcileReport, budget: Budget
     ) -> None:
         key = f"gitlab:{hook}"
         now = self.clock()
@@ -216,140 +253,121 @@ class Reconciler:
             self._unreadable("gitlab", hook, "SVC_GITLAB_TOKEN is not set", report)
             return
         try:
-            failed = self.gitlab.hook_events(hook, status=SERVER_FAILURE, after_id=after_id, since=since)
-            refused = self.gitlab.hook_events(hook, status=CLIENT_FAILURE, after_id=after_id, since=since)
+            failed = self.gitlab.hook_events(hook, status=SERVER_FAILURE, after_id=after_id, since=since, **self.pages)
+            refused = self.gitlab.hook_events(hook, status=CLIENT_FAILURE, after_id=after_id, since=since, **self.pages)
         except TransportError as exc:
             self._unreadable("gitlab", hook, exc.detail, report)
             return
         for problem in (*failed.malformed, *refused.malformed):
             self._unreadable("gitlab", hook, problem, report)
-        gaps: dict[str, _Gap] = {}
-        for events, refused_here in ((refused.events, True), (failed.events, False)):
-            grouped: dict[str, list[HookEvent]] = {}
-            for event in events:  # newest first
-                grouped.setdefault(event.guid or "", []).append(event)
-            for guid, attempts in grouped.items():
-                latest = attempts[0]
-                gaps[guid] = _Gap(
-                    delivery_id=latest.id,
-                    event=latest.trigger,
-                    refused=refused_here,
-                    detail=f"GitLab's delivery got {latest.response_status}",
-                )
+        for reading, status in ((failed, SERVER_FAILURE), (refused, CLIENT_FAILURE)):
+            if reading.truncated:
+                self._truncated("gitlab", hook, f"its {status} events after {after_id or 'the first'}", report)
+        missing = {
+            m.guid: m
+            for events, refused_here in ((refused.events, True), (failed.events, False))
+            for m in _gitlab_missing(hook, events, refused=refused_here)
+        }
         seen["server_failures"], seen["client_failures"] = len(failed.events), len(refused.events)
         complete = self._settle(
-            "gitlab", hook, gaps, lambda gap: self.gitlab.resend(hook, gap.delivery_id), report, budget
+            list(missing.values()), lambda gap: self.gitlab.resend(hook, gap.delivery_id), report, budget
         )
-        if complete and not failed.malformed and not refused.malformed:
-            ids = [e.id for e in (*failed.events, *refused.events)]
-            newest = max([*ids, after_id or 0])
+        clean = not (failed.malformed or refused.malformed or failed.truncated or refused.truncated)
+        if complete and clean:
+            newest = max([*(e.id for e in (*failed.events, *refused.events)), after_id or 0])
             if newest:
                 moved[key] = newest
 
     # -- both forges: what is missing, asked for again -------------------------------------------------
 
     def _settle(
-        self,
-        sender: str,
-        hook: str,
-        missing: dict[str, _Gap],
-        ask: Callable[[_Gap], None],
-        report: ReconcileReport,
-        budget: list[int],
+        self, missing: list[Missing], ask: Callable[[Missing], None], report: ReconcileReport, budget: Budget
     ) -> bool:
-        """Ask again for each guid in `missing` the service never accepted, as the ledger allows; False when one
-        was left for a later run (the run's maximum) or could not be asked for (the checkpoint then stays)."""
+        """Ask again for each of `missing` the service never accepted, as the ledger allows; False when one was left
+        for a later run (the run's maximum) or could not be asked for (the checkpoint then stays)."""
         if not missing:
             return True
-        with transaction():
-            accepted = reconciliation.known(sender, missing)
-            ledger = reconciliation.gaps(sender, hook, missing)
+        sender, hook, guids = missing[0].sender, missing[0].hook, [m.guid for m in missing]
+        accepted, ledger = units.run(
+            lambda: (reconciliation.known(sender, guids), reconciliation.gaps(sender, hook, guids)),
+            what="the reconciliation ledger",
+        )
         complete = True
-        for guid, gap in missing.items():
-            row = ledger.get(guid)
-            if guid in accepted:
+        for gap in missing:
+            row = Gap.of(ledger[gap.guid]) if gap.guid in ledger else None
+            if gap.guid in accepted:
                 report.already_accepted += 1
+            elif row is not None and row.state in gaps.SETTLED:
                 continue
-            if row is not None and row.state in ("given_up", "refused_by_us", "recovered"):
-                continue
-            at = self.clock()
-            if gap.refused:
-                with transaction():
-                    reconciliation.open_gap(
-                        sender=sender,
-                        hook=hook,
-                        delivery=str(gap.delivery_id),
-                        guid=guid,
-                        event=gap.event,
-                        state="refused_by_us",
-                        attempts=0,
-                        detail=f"{gap.detail}: refused by this service on purpose, not asked for again",
-                        at=at,
-                    )
+            elif gap.refused:
+                self._enter(gap, GapState.REFUSED_BY_US, 0, f"{gap.detail}: refused by this service on purpose")
                 report.refused_by_us += 1
-                continue
-            attempts = row.attempts if row is not None else 0
-            if attempts >= MAX_ATTEMPTS:
-                with transaction():
-                    reconciliation.update_gap(
-                        row.id,
-                        was=row.state,
-                        state="given_up",
-                        attempts=attempts,
-                        detail=f"{gap.detail}; asked {attempts} times, never accepted: given up",
-                        at=at,
-                    )
+            elif row is not None and row.attempts >= MAX_ATTEMPTS:
+                detail = f"{gap.detail}; asked {row.attempts} times, never accepted: given up"
+                self._enter(gap, GapState.GIVEN_UP, row.attempts, detail)
                 report.given_up += 1
-                continue
-            if budget[0] <= 0:
+            elif not budget.has_room():
                 report.deferred += 1
                 complete = False
-                continue
-            try:
-                ask(gap)
-            except TransportError as exc:
-                complete = False
-                if exc.permanent:
-                    self._record_ask(sender, hook, guid, gap, row, "given_up", attempts, exc.detail, at)
-                    report.given_up += 1
-                report.failures.append(f"{sender} {hook}: asking again for {guid}: {exc.detail}")
-                continue
-            budget[0] -= 1
-            report.asked += 1
-            detail = f"{gap.detail}; asked again (attempt {attempts + 1} of {MAX_ATTEMPTS})"
-            self._record_ask(sender, hook, guid, gap, row, "redelivered", attempts + 1, detail, at)
+            else:
+                complete = self._ask(gap, row.attempts if row is not None else 0, ask, report, budget) and complete
         return complete
 
-    def _record_ask(self, sender, hook, guid, gap, row, state, attempts, detail, at) -> None:
-        with transaction():
-            was = row.state if row is not None else None
-            if state == "redelivered" and reconciliation.known(sender, [guid]):
-                # The sender delivered it again before this line: it arrived, was recorded, and its arrival already
-                # marked the gap recovered (`mark_recovered`); this ask still counts among its attempts.
-                state, detail = "recovered", f"{detail}; the redelivery arrived and was recorded"
-                was = "recovered"
+    def _ask(
+        self, gap: Missing, attempts: int, ask: Callable[[Missing], None], report: ReconcileReport, budget: Budget
+    ) -> bool:
+        """Ask the sender for `gap` again and enter what came of it; False when it could not be asked for."""
+        try:
+            ask(gap)
+        except TransportError as exc:
+            if exc.permanent:
+                self._enter(gap, GapState.GIVEN_UP, attempts, exc.detail)
+                report.given_up += 1
+            report.failures.append(f"{gap.sender} {gap.hook}: asking again for {gap.guid}: {exc.detail}")
+            return False
+        budget.spend()
+        report.asked += 1
+        detail = f"{gap.detail}; asked again (attempt {attempts + 1} of {MAX_ATTEMPTS})"
+        self._enter(gap, GapState.REDELIVERED, attempts + 1, detail)
+        return True
+
+    def _enter(self, gap: Missing, state: GapState, attempts: int, detail: str) -> None:
+        """Enter `gap` in the ledger in `state`, from its row as it is now: a redelivery that already arrived makes
+        it `recovered` (its arrival, `gaps.delivery_arrived`, may have come between the ask and this line), and a
+        recovered gap stays recovered. A row that moved between the read and the compare-and-swap is read again."""
+
+        def unit() -> None:
+            at = self.clock()
+            row = reconciliation.gap(gap.sender, gap.hook, gap.guid)
+            arrived = state is GapState.REDELIVERED and bool(reconciliation.known(gap.sender, [gap.guid]))
+            now_state, now_detail = state, detail
+            if arrived or (row is not None and row.state == GapState.RECOVERED):
+                now_state, now_detail = GapState.RECOVERED, f"{detail}; the redelivery arrived and was recorded"
             if row is None:
                 reconciliation.open_gap(
-                    sender=sender,
-                    hook=hook,
+                    sender=gap.sender,
+                    hook=gap.hook,
                     delivery=str(gap.delivery_id),
-                    guid=guid,
+                    guid=gap.guid,
                     event=gap.event,
-                    state=state,
+                    state=now_state,
                     attempts=attempts,
-                    detail=detail,
+                    detail=now_detail,
                     at=at,
+                    race=True,
                 )
-            else:
-                reconciliation.update_gap(
-                    row.id,
-                    was=was,
-                    state=state,
-                    attempts=attempts,
-                    detail=detail,
-                    at=at,
-                    delivery=str(gap.delivery_id),
-                )
+            elif not reconciliation.update_gap(
+                row.id,
+                was=row.state,
+                state=now_state,
+                attempts=attempts,
+                detail=now_detail,
+                at=at,
+                delivery=str(gap.delivery_id),
+            ):
+                raise StaleRead(f"the ledger's gap {row.id} moved meanwhile")
+
+        units.run(unit, what=f"the ledger's entry of {gap.sender} delivery {gap.guid}")
 
     # -- Linear -----------------------------------------------------------------------------------------
 
@@ -358,45 +376,54 @@ class Reconciler:
         since = _since(checkpoints.get(TRACKER_CHECKPOINT), now, KEPT["linear"])
         seen: dict[str, Any] = {"since": iso(since)}
         report.hooks[TRACKER_CHECKPOINT] = seen
-        with transaction():
-            tracked = reconciliation.tracked_issue_ids()
+        tracked = units.run(reconciliation.tracked_issue_ids, what="the tracked issues")
         seen["tracked"] = len(tracked)
         if not tracked:
             return
         try:
-            issues = self.tracker.issues_updated_since(tracked, since)
+            found = self.tracker.issues_updated_since(tracked, since, **self.pages)
         except TransportError as exc:
-            self._unreadable("linear", "issues", exc.detail, report)
+            self._unreadable("linear", gaps.TRACKER_HOOK, exc.detail, report)
             return
-        caught = self.catch_up(issues)
+        caught = self.catch_up(found.issues)
         report.caught_up += len(caught)
-        seen["updated"], seen["routed"] = len(issues), len(caught)
-        moved[TRACKER_CHECKPOINT] = _advanced(checkpoints.get(TRACKER_CHECKPOINT), [i.updated_at for i in issues], now)
+        seen["updated"], seen["routed"] = len(found.issues), len(caught)
+        if found.truncated:
+            self._truncated("linear", gaps.TRACKER_HOOK, f"the tracked issues updated since {iso(since)}", report)
+            return
+        updates = [i.updated_at for i in found.issues]
+        moved[TRACKER_CHECKPOINT] = _advanced(checkpoints.get(TRACKER_CHECKPOINT), updates, now)
 
-    # -- what could not be read -------------------------------------------------------------------------
+    # -- what could not be read, or only in part ------------------------------------------------------
 
     def _unreadable(self, sender: str, hook: str, detail: str, report: ReconcileReport) -> None:
         report.failures.append(f"{sender} {hook}: {detail}")
         log.warning("reconciler could not read a sender", extra={"sender": sender, "hook": hook, "detail": detail})
-        with transaction():
-            reconciliation.hook_unreadable(sender, hook, detail[:1000], at=self.clock())
+        units.run(lambda: gaps.hook_needs_a_look(sender, hook, detail, at=self.clock()), what="the ledger")
+
+    def _truncated(self, sender: str, hook: str, what: str, report: ReconcileReport) -> None:
+        detail = f"{gaps.TRUNCATED}: the page cap was reached reading {what}; the checkpoint stays for the next run"
+        report.truncated.append(f"{sender} {hook}")
+        log.warning("reconciler reading truncated", extra={"sender": sender, "hook": hook, "detail": detail})
+        units.run(lambda: gaps.hook_needs_a_look(sender, hook, detail, at=self.clock()), what="the ledger")
 
 
-@dataclass(frozen=True)
-class _Gap:
-    """What the reconciler asks again for: the sender's id of the latest attempt, and what it got."""
-
-    delivery_id: int
-    event: str | None
-    refused: bool
-    detail: str
-
-
-def _github_gap(attempts: list[HookDelivery]) -> _Gap:
+def _github_missing(hook: str, guid: str, attempts: list[HookDelivery]) -> Missing:
     latest = attempts[0]
     got = f"status {latest.status_code}" if latest.status_code else "no answer"
     event = f"{latest.event}.{latest.action}" if latest.event and latest.action else latest.event
-    return _Gap(latest.id, event[:64] if event else None, False, f"GitHub's delivery got {got}")
+    return Missing("github", hook, guid, latest.id, event[:64] if event else None, f"GitHub's delivery got {got}")
+
+
+def _gitlab_missing(hook: str, events: list[HookEvent], *, refused: bool) -> list[Missing]:
+    """The latest attempt of each event (grouped by guid) of one status."""
+    latest: dict[str, HookEvent] = {}
+    for event in events:  # newest first
+        latest.setdefault(event.guid or "", event)
+    return [
+        Missing("gitlab", hook, guid, e.id, e.trigger, f"GitLab's delivery got {e.response_status}", refused=refused)
+        for guid, e in latest.items()
+    ]
 
 
 def _since(checkpoint: Any, now: datetime, kept: timedelta) -> datetime:
@@ -417,10 +444,8 @@ def _advanced(checkpoint: Any, seen: list[datetime], read_at: datetime) -> str:
 
 
 def _moment(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
+    """A stored checkpoint's moment, or None (none yet, or not a time)."""
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return parse_timestamp(value) if isinstance(value, str) else None
+    except BadTimestamp:
         return None
-    return moment if moment.tzinfo is not None else None

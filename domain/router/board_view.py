@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from domain.clock import iso
+from domain.clock import iso, parse_timestamp
 from storage import decisions, initiatives, slots, tickets, wallet
 
 # Stages in which a ticket holding a slot counts against the fleet.
@@ -280,7 +280,7 @@ class SnapshotBoardView:
 
 
 def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parse_timestamp(text)
 
 
 def dump_snapshot(view: SnapshotBoardView, *, taken_at: datetime) -> str:

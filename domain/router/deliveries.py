@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from domain import gaps
 from domain.config import Config
 from domain.router.senders import github, gitlab, linear
 from domain.router.senders.payloads import Delivery, Identity, KnownKeys, PayloadError, usable_delivery_id
@@ -139,4 +140,4 @@ def remember(delivery: Delivery, decision_id: int | None, *, at: datetime) -> No
     if ident is None:
         return
     reconciliation.remember(delivery.sender, ident, decision_id, at=at)
-    reconciliation.mark_recovered(delivery.sender, ident, at=at)
+    gaps.delivery_arrived(delivery.sender, ident, at=at)

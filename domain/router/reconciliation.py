@@ -11,24 +11,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from contracts.envelope import ID_MAX_LENGTH
+from domain import units
 from domain.clock import Clock, iso
+from domain.gaps import TRACKER_HOOK, Gap, GapState
 from domain.router.senders import linear
 from domain.router.senders.payloads import build, ticket_subject
 from domain.router.shadow import Intake, Receipt
 from integrations.linear import TrackerIssue
 from storage import reconciliation
 from storage import tickets as ticket_rows
-from storage.db import transaction
-from storage.models import ReconciliationGap
 
 RECONCILER_ACTOR = {"kind": "system", "id": "svc:reconciler"}
-# The ledger's `hook` for the tracker, which has no hooks the reconciler reads: its issues are.
-TRACKER_HOOK = "issues"
 
 
-def ledger(*, limit: int, cursor: str | None) -> tuple[list[ReconciliationGap], str | None]:
+def ledger(*, limit: int, cursor: str | None) -> tuple[list[Gap], str | None]:
     """One page of the reconciliation ledger, newest first, and the next page's cursor."""
-    return reconciliation.page(limit=limit, cursor=cursor)
+    rows, after = reconciliation.page(limit=limit, cursor=cursor)
+    return [Gap.of(row) for row in rows], after
 
 
 @dataclass(frozen=True)
@@ -37,14 +36,14 @@ class Week:
     given up in them (what a person must look at)."""
 
     recovered: int
-    given_up: list[ReconciliationGap]
+    given_up: list[Gap]
 
 
 def this_week(now: datetime, *, listed: int = 20) -> Week:
     since = now - timedelta(days=7)
     return Week(
-        recovered=reconciliation.count_in_state_since("recovered", since),
-        given_up=reconciliation.in_state_since("given_up", since, limit=listed),
+        recovered=reconciliation.count_in_state_since(GapState.RECOVERED, since),
+        given_up=[Gap.of(row) for row in reconciliation.in_state_since(GapState.GIVEN_UP, since, limit=listed)],
     )
 
 
@@ -81,22 +80,24 @@ class TrackerCatchUp:
             caught.append(
                 CaughtUp(issue.identifier, envelope["id"], transition["from"], transition["to"], receipt.decision.id)
             )
-            with transaction():
-                reconciliation.open_gap(
+            detail = (
+                f"{issue.identifier} is {issue.state_name} in Linear, but no tracker event said so: routed as poller "
+                f"decision {receipt.decision.id} ({transition['from'] or 'unknown'} → {transition['to']})"
+            )
+            units.run(
+                lambda detail=detail, envelope=envelope: reconciliation.open_gap(
                     sender="linear",
                     hook=TRACKER_HOOK,
                     delivery=None,
                     guid=envelope["id"],
                     event="state_changed",
-                    state="recovered",
+                    state=GapState.RECOVERED,
                     attempts=0,
-                    detail=(
-                        f"{issue.identifier} is {issue.state_name} in Linear, but no tracker event said so: routed "
-                        f"as poller decision {receipt.decision.id} ({transition['from'] or 'unknown'} → "
-                        f"{transition['to']})"
-                    ),
+                    detail=detail,
                     at=self.clock(),
-                )
+                ),
+                what="the reconciliation ledger",
+            )
         return caught
 
     def missed(self, issue: TrackerIssue) -> dict[str, Any] | None:
@@ -104,11 +105,14 @@ class TrackerCatchUp:
         to_stage = linear.stage_for({"name": issue.state_name, "type": issue.state_type})
         if to_stage is None:
             return None
-        with transaction():
+
+        def read() -> tuple[Any, str | None]:
             ticket = ticket_rows.tracking(issue.id, issue.identifier)
-            if ticket is None:
-                return None
-            last = reconciliation.last_tracker_stage(ticket.key)
+            return ticket, (reconciliation.last_tracker_stage(ticket.key) if ticket is not None else None)
+
+        ticket, last = units.run(read, what="the tracked ticket")
+        if ticket is None:
+            return None
         known = last if last is not None else ticket.stage
         if known == to_stage:
             return None

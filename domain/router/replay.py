@@ -16,13 +16,13 @@ import json
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TextIO
 
 import orjson
 
 from contracts import conforms
 from contracts.envelope import ENVELOPE, envelope_violations
+from domain.clock import parse_timestamp
 from domain.router.board_view import RecordingBoardView, SnapshotBoardView
 from domain.router.evaluation import BLOCKED, NO_ACTION, REJECTED, WOULD_DISPATCH, evaluate
 from domain.router.policy import Policy
@@ -118,7 +118,7 @@ def _one(
     recent[event_id] = number
     if len(recent) > recent_ids:
         recent.popitem(last=False)
-    now = datetime.fromisoformat(document["occurred_at"])  # the contract's timestamps end in Z, which 3.11 reads
+    now = parse_timestamp(document["occurred_at"])
     reading = RecordingBoardView(view)
     result = evaluate(document, reading, policy, now=now)
     subject = document["subject"]

@@ -18,7 +18,7 @@ from processes import SVC, free_port, svc_env, wait_until
 from servers.forges import GITHUB_TOKEN, FakeGitHub, FakeGitLab, http_receiver
 from servers.forges import GITLAB_TOKEN as GITLAB_API_TOKEN
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 SECRET = "reconcile-ci-secret-0123456789abcdef"
 BASIC = ("ops", "reconcile-basic-password-0123")

@@ -299,3 +299,78 @@ def test_a_project_without_a_default_branch_is_a_permanent_error():
         with pytest.raises(TransportError) as failed:
             gitlab(fake).draft_merge_request(PROJECT, branch=BRANCH, title="t", body="b")
     assert failed.value.permanent is True and "default branch" in str(failed.value)
+
+
+# -- the forges' dialects (CONTRACT.md, "Speaking the forges' dialects") -----------------------------------------
+
+
+def test_a_renamed_repository_is_followed_to_its_new_name_on_the_same_host():
+    with FakeGitHub() as fake:
+        fake.add_repo("acme/old-name", default_branch="main")
+        fake.rename_repo("acme/old-name", "acme/portfolio")
+        made = github(fake).draft_pull_request("acme/old-name", branch=BRANCH, title="t", body="b")
+        comment = github(fake).comment("acme/old-name", made.number, "c")
+    assert made.created and fake.pull_requests("acme/portfolio", head=BRANCH)[0]["draft"] is True
+    assert comment.startswith("https://github.com/acme/portfolio/pull/")
+    assert {c["path"].split("?")[0] for c in fake.calls if c["path"].startswith("/repositories/")} >= {
+        f"/repositories/{fake.repos['acme/portfolio']['id']}/pulls"
+    }
+
+
+def test_a_repository_without_draft_support_fails_the_write_with_githubs_words_and_never_opens_a_ready_one():
+    with FakeGitHub() as fake:
+        fake.add_repo(REPO, drafts=False)
+        with pytest.raises(TransportError) as refused:
+            github(fake).draft_pull_request(REPO, branch=BRANCH, title="t", body="b")
+    assert refused.value.permanent and refused.value.status == 422
+    assert "Draft pull requests are not supported in this repository." in refused.value.detail
+    assert [c["json"]["draft"] for c in fake.written()] == [True] and fake.pull_requests(REPO) == []
+
+
+def test_a_refusal_carries_githubs_field_names_and_codes():
+    with FakeGitHub() as fake:
+        fake.add_repo(REPO, branches={"svc/other"})
+        with pytest.raises(TransportError) as refused:
+            github(fake).draft_pull_request(REPO, branch=BRANCH, title="t", body="b")
+    assert refused.value.permanent and "Validation Failed; head: invalid" in refused.value.detail
+
+
+def test_the_github_fake_refuses_a_title_over_256_characters_as_github_does():
+    with FakeGitHub() as fake:
+        fake.add_repo(REPO)
+        with pytest.raises(TransportError) as refused:
+            github(fake).draft_pull_request(REPO, branch=BRANCH, title="x" * 257, body="b")
+    assert "title: custom (title is too long (maximum is 256 characters))" in refused.value.detail
+
+
+@pytest.mark.parametrize("length", [248, 249, 300])
+def test_a_gitlab_draft_title_is_cut_to_255_characters_in_all(length):
+    with FakeGitLab() as fake:
+        fake.add_project(PROJECT, id=15)
+        gitlab(fake).draft_merge_request(PROJECT, branch=BRANCH, title="t" * length, body="b")
+    title = fake.merge_requests(PROJECT)[0]["title"]
+    assert title.startswith("Draft: ") and len(title) == min(length + 7, 255)
+
+
+def test_the_gitlab_fake_refuses_a_title_over_255_characters_with_gitlabs_words():
+    with FakeGitLab() as fake:
+        fake.add_project(PROJECT, id=15)
+        refused = requests.post(
+            f"{fake.url}/projects/15/merge_requests",
+            json={"source_branch": BRANCH, "target_branch": "main", "title": "t" * 256},
+            headers={"PRIVATE-TOKEN": GITLAB_TOKEN},
+            timeout=5,
+        )
+    assert refused.status_code == 400
+    assert refused.json() == {"message": {"title": ["is too long (maximum is 255 characters)"]}}
+
+
+def test_both_fakes_answer_the_tokens_own_user():
+    with FakeGitHub() as hub, FakeGitLab() as lab:
+        github_user = requests.get(
+            f"{hub.url}/user",
+            headers={"Authorization": f"Bearer {GITHUB_TOKEN}", "Accept": "application/vnd.github+json"},
+            timeout=5,
+        ).json()
+        gitlab_user = requests.get(f"{lab.url}/user", headers={"PRIVATE-TOKEN": GITLAB_TOKEN}, timeout=5).json()
+    assert (github_user["login"], gitlab_user["username"]) == ("svc-bot", "svc-bot")

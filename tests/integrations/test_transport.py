@@ -85,11 +85,47 @@ def test_a_4xx_is_permanent_and_refused_credentials_say_so(server, status, detai
     assert (error.permanent, error.retry_after, error.status, error.detail) == (True, None, status, detail)
 
 
-def test_a_redirect_is_not_followed_and_is_permanent(server):
-    server.answer(301, headers={"Location": server.url("/elsewhere")})
+def test_a_redirect_other_than_301_307_308_is_not_followed_and_is_permanent(server):
+    server.answer(302, headers={"Location": server.url("/elsewhere")})
     error = failure(server.url(f"/hooks/{TOKEN}"))
-    assert error.permanent and error.detail == "Target answered 301 (a redirect, not followed)"
+    assert error.permanent and error.detail == "Target answered 302 (a redirect, not followed)"
     assert [r["path"] for r in server.requests] == [f"/hooks/{TOKEN}"]
+
+
+@pytest.mark.parametrize("status", [301, 307, 308])
+def test_a_permanent_or_temporary_redirect_on_the_same_origin_is_followed_with_the_same_request(server, status):
+    """A renamed repository answers 301 (GitHub: 307 for a write) to its new address on the same host."""
+    server.answer(status, headers={"Location": "/repositories/42/pulls?state=open"})
+    server.answer(201, body=b'{"number": 7}')
+    response = transport.call(
+        transport.session("svc-test/1"),
+        "POST",
+        server.url("/repos/acme/old/pulls"),
+        target="Target",
+        auth=HeaderAuth(f"Bearer {TOKEN}"),
+        json={"title": "t"},
+        params={"ignored": "the new address carries its own query"},
+    )
+    assert response.status_code == 201 and response.json() == {"number": 7}
+    second = server.requests[1]
+    assert (second["method"], second["path"]) == ("POST", "/repositories/42/pulls?state=open")
+    assert second["headers"]["Authorization"] == f"Bearer {TOKEN}" and b'"title"' in second["body"]
+
+
+def test_a_redirect_to_another_host_is_never_followed_and_the_credential_stays(server):
+    with ScriptedServer() as elsewhere:
+        server.answer(301, headers={"Location": elsewhere.url("/repos/acme/new")})
+        error = failure(server.url("/repos/acme/old"))
+        assert elsewhere.requests == []
+    assert error.permanent and error.status == 301
+    assert error.detail == "Target answered 301 (a redirect to another host, not followed)"
+
+
+def test_redirects_in_a_row_stop_after_a_few(server):
+    for _ in range(transport.MAX_REDIRECTS + 1):
+        server.answer(301, headers={"Location": "/again"})
+    error = failure(server.url("/start"))
+    assert error.permanent and len(server.requests) == transport.MAX_REDIRECTS + 1
 
 
 def test_a_slow_answer_is_cut_by_the_timeout_and_is_transient(server):
@@ -156,17 +192,25 @@ def test_pages_follow_the_link_header_on_the_same_origin(server):
     assert [r["path"] for r in server.requests] == ["/items?per_page=2", "/items?page=2", "/items?page=3"]
 
 
-def test_pages_stop_at_the_callers_bound(server):
+def test_pages_stop_at_the_callers_bound_and_say_they_were_truncated(server):
     for n in range(2, 6):
         server.answer(200, body=[n], headers={"Link": f'<{server.url(f"/items?page={n}")}>; rel="next"'})
-    assert len(list(_pages(server.url("/items"), max_pages=2))) == 2
+    pages = _pages(server.url("/items"), max_pages=2)
+    assert len(list(pages)) == 2 and pages.truncated
     assert len(server.requests) == 2
+
+
+def test_pages_that_end_within_the_bound_are_not_truncated(server):
+    server.answer(200, body=[1], headers={"Link": f'<{server.url("/items?page=2")}>; rel="next"'})
+    server.answer(200, body=[2])
+    pages = _pages(server.url("/items"), max_pages=2)
+    assert len(list(pages)) == 2 and not pages.truncated
 
 
 def test_a_next_page_on_another_host_is_not_followed(server):
     elsewhere = server.url("/items?page=2").replace("127.0.0.1", "localhost")
     server.answer(200, body=[1], headers={"Link": f'<{elsewhere}>; rel="next"'})
-    pages = _pages(server.url("/items"))
+    pages = iter(_pages(server.url("/items")))
     assert next(pages).json() == [1]
     with pytest.raises(TransportError) as caught:
         next(pages)

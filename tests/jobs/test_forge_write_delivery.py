@@ -192,3 +192,21 @@ def test_an_event_from_gitlab_gets_a_draft_merge_request_and_its_note(app_factor
     assert forge["pull_request"] == mr["web_url"] and forge["comment"].startswith(mr["web_url"])
     assert api.get("/api/v1/tickets/PORT-7").json["link"] == mr["web_url"]
     assert note["body"] == "The change is ready for review."
+
+
+def test_githubs_secondary_rate_limit_keeps_the_write_waiting_at_least_a_minute_then_writes_it(
+    app_factory, config_factory, clock, github
+):
+    """CONTRACT.md, "Speaking the forges' dialects": a secondary rate limit is not refused credentials."""
+    api, config = setup(app_factory, config_factory, github_api_url=github.url, github_api_token=GITHUB_TOKEN)
+    job = fixer_job(api)
+    hand_back(api, job, output(job))
+    github.secondary_rate_limit(method="POST", path="/pulls")
+    before = clock()
+    deliver(config, clock)
+    (message,) = messages()
+    assert message.status == "pending" and message.next_attempt_at - before >= timedelta(seconds=60)
+    assert api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]["error"] is None
+    clock.set(message.next_attempt_at)
+    deliver(config, clock)
+    assert [m.status for m in messages()] == ["sent"] and len(github.pull_requests(REPO)) == 1

@@ -17,7 +17,22 @@ GitLab its body with `X-Gitlab-Token`, the same `Idempotency-Key` and `X-Gitlab-
   `Retry-After`). `PRIVATE-TOKEN`: 401, 403 and 404 as GitLab answers them.
 
 Both can script their next answers (`answer_next`), hold every answer (`hold`, a slow sender), and put a malformed
-record on a page (`malformed`).
+record on a page (`malformed`). Both answer `GET /user` (`/api/v4/user`) with the token's own user (`svc-bot`).
+
+As strict as the forges (a kind fake hides the bugs that matter; the published descriptions are the referee, see
+`tests/conformance/`):
+- `FakeGitLab` refuses a hook events `per_page` outside 1..20, a `page` below 1 and a `status` GitLab does not
+  declare with 400 `{"error": "per_page does not have a valid value"}` (GitLab's own words), a merge request list's
+  `state` outside its values likewise, and a merge request title over 255 characters with 400 `{"message": {"title":
+  ["is too long (maximum is 255 characters)"]}}`. Its resend limit counts per project (the hook's parent) and user,
+  as GitLab's code does, and its 429 carries `Retry-After` and `RateLimit-Reset`.
+- `FakeGitHub` refuses a pull request title over 256 characters and a comment body over 65536 (422, GitHub's
+  words), a `draft` to a repository without draft support (`add_repo(..., drafts=False)`: 422 "Draft pull requests
+  are not supported in this repository."), and, for a repository whose branches it was told
+  (`add_repo(..., branches={"main", ...})`), a head never pushed (422, `errors: [{"field": "head", "code":
+  "invalid"}]`). `secondary_rate_limit(times=1)` answers GitHub's secondary rate limit: 403, its message, no
+  `retry-after`, requests still remaining. `rename_repo(old, new)` makes the old name answer 301 (307 for a write) to
+  `/repositories/{id}/...`, as GitHub answers for a renamed repository.
 
 The forge writes (CONTRACT.md, "The forge writes"), answered in the shapes GitHub's and GitLab's REST docs publish,
 and kept so that a test can count what was written:
@@ -267,14 +282,51 @@ class FakeGitHub(_FakeForge):
         self.comments: list[dict[str, Any]] = []  # every comment written, each with its "repo" and "number"
         self.header_faults: list[str] = []
         self.numbers: dict[str, itertools.count] = {}
+        self.renamed: dict[str, str] = {}  # old "owner/name" -> the name it has now
 
-    def add_repo(self, repo: str, *, default_branch: str = "main") -> FakeGitHub:
-        """A repository the token may write to ("owner/name")."""
+    def add_repo(
+        self, repo: str, *, default_branch: str = "main", drafts: bool = True, branches: set[str] | None = None
+    ) -> FakeGitHub:
+        """A repository the token may write to ("owner/name"); `drafts=False`: one without draft pull requests (a
+        private repository on GitHub Free); `branches`: the branches pushed to it (None: any head is taken)."""
         with self.lock:
-            self.repos[repo] = {"id": next(self.ids), "default_branch": default_branch}
+            self.repos[repo] = {
+                "id": next(self.ids),
+                "default_branch": default_branch,
+                "drafts": drafts,
+                "branches": None if branches is None else {default_branch, *branches},
+            }
             self.pulls.setdefault(repo, [])
             self.numbers.setdefault(repo, itertools.count(1))
         return self
+
+    def rename_repo(self, old: str, new: str) -> None:
+        """The repository `old` is now `new`: its pull requests go with it, and the old name answers 301/307."""
+        with self.lock:
+            self.repos[new] = self.repos.pop(old)
+            self.pulls[new] = self.pulls.pop(old)
+            self.numbers[new] = self.numbers.pop(old)
+            self.renamed[old] = new
+
+    def secondary_rate_limit(self, *, times: int = 1, retry_after: float | None = None, **match: Any) -> None:
+        """Answer the next `times` matching calls as GitHub's secondary rate limit does: 403, its message, requests
+        still remaining and, unless `retry_after` is given, no word of when (its docs: wait at least a minute)."""
+        headers = {
+            "x-ratelimit-limit": "5000",
+            "x-ratelimit-remaining": "4987",
+            "x-ratelimit-used": "13",
+            "x-ratelimit-reset": str(int(time.time()) + 3600),
+            "x-ratelimit-resource": "core",
+        }
+        if retry_after is not None:
+            headers["retry-after"] = f"{retry_after:g}"
+        body = {
+            "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If "
+            "you reach out to GitHub Support for help, please include the request ID 0F3A:1B2C:3D4E5F:6A7B8C:9D0E1F2A.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+            "#about-secondary-rate-limits",
+        }
+        self.answer_when(403, body, times=times, headers=headers, **match)
 
     def pull_requests(self, repo: str, *, head: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
         """The pull requests of `repo` (of branch `head`, in `state`), oldest first."""
@@ -336,6 +388,23 @@ class FakeGitHub(_FakeForge):
             return self._json(401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
         route = parts.path.strip("/")
         segments = route.split("/")
+        if method == "GET" and route == "user":
+            return self._json(200, {"login": "svc-bot", "id": 7, "node_id": "U_7", "type": "User", "site_admin": False})
+        if segments[0] == "repositories" and len(segments) >= 2:  # where a renamed repository's old name points
+            named = next((r for r, v in self.repos.items() if str(v["id"]) == segments[1]), None)
+            segments = ["repos", *(named or "?/?").split("/"), *segments[2:]]
+            route = "/".join(segments)
+        elif segments[0] == "repos" and len(segments) >= 3 and "/".join(segments[1:3]) in self.renamed:
+            moved = self.repos[self.renamed["/".join(segments[1:3])]]["id"]
+            rest = "/".join(segments[3:])
+            location = f"{self.base}/repositories/{moved}" + (f"/{rest}" if rest else "")
+            location += f"?{parts.query}" if parts.query else ""
+            body = {
+                "message": "Moved Permanently",
+                "url": location,
+                "documentation_url": "https://docs.github.com/rest",
+            }
+            return self._json(301 if method == "GET" else 307, body, {"Location": location})
         if segments[0] == "repos" and len(segments) >= 3 and "hooks" not in segments:
             return self._write(method, segments, parse_qs(parts.query), headers, raw)
         if method == "GET" and route.endswith("/deliveries"):
@@ -406,6 +475,18 @@ class FakeGitHub(_FakeForge):
         if base != self.repos[repo]["default_branch"]:
             errors = [{"resource": "PullRequest", "field": "base", "code": "invalid"}]
             return self._json(422, {"message": "Validation Failed", "errors": errors})
+        pushed = self.repos[repo]["branches"]
+        if pushed is not None and head not in pushed:
+            errors = [{"resource": "PullRequest", "field": "head", "code": "invalid"}]
+            return self._json(422, {"message": "Validation Failed", "errors": errors})
+        if len(body["title"]) > 256:
+            message = "title is too long (maximum is 256 characters)"
+            errors = [{"resource": "PullRequest", "field": "title", "code": "custom", "message": message}]
+            return self._json(422, {"message": "Validation Failed", "errors": errors})
+        if body.get("draft") is True and not self.repos[repo]["drafts"]:
+            docs = "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"
+            message = "Draft pull requests are not supported in this repository."
+            return self._json(422, {"message": message, "documentation_url": docs})
         with self.lock:
             if self.pull_requests(repo, head=head, state="open"):
                 error = {"resource": "PullRequest", "code": "custom"}
@@ -446,6 +527,10 @@ class FakeGitHub(_FakeForge):
                 return self._json(404, self.error_body(404))
         if not isinstance(body, dict) or not isinstance(body.get("body"), str) or not body["body"]:
             errors = [{"resource": "IssueComment", "field": "body", "code": "missing_field"}]
+            return self._json(422, {"message": "Validation Failed", "errors": errors})
+        if len(body["body"]) > 65536:
+            message = "body is too long (maximum is 65536 characters)"
+            errors = [{"resource": "IssueComment", "field": "body", "code": "custom", "message": message}]
             return self._json(422, {"message": "Validation Failed", "errors": errors})
         ident, stamp = next(self.ids), _stamp(self.clock())
         comment = {
@@ -592,6 +677,8 @@ class FakeGitLab(_FakeForge):
             return self._json(401, {"message": "401 Unauthorized"})
         route = parts.path.strip("/").removeprefix("api/v4/")
         segments = route.split("/")  # split before decoding: an encoded path ("group%2Fname") is one segment
+        if method == "GET" and route == "user":
+            return self._json(200, {"id": 7, "username": "svc-bot", "name": "svc", "state": "active", "bot": True})
         if segments[0] == "projects" and len(segments) >= 2 and (len(segments) == 2 or segments[2] == "merge_requests"):
             return self._write(method, [unquote(s) for s in segments], parse_qs(parts.query), headers, raw)
         if method == "GET" and route.endswith("/events"):
@@ -650,6 +737,11 @@ class FakeGitLab(_FakeForge):
 
     def _list_mrs(self, path: str, query: dict[str, list[str]]):
         state = (query.get("state") or ["all"])[0]
+        if state not in ("opened", "closed", "locked", "merged", "all"):
+            return self._json(400, {"error": "state does not have a valid value"})
+        per_page = _integer(query, "per_page", 20)
+        if per_page is None or per_page < 1:
+            return self._json(400, {"error": "per_page does not have a valid value"})
         source = (query.get("source_branch") or [None])[0]
         with self.lock:
             found = [
@@ -665,6 +757,13 @@ class FakeGitLab(_FakeForge):
             if not isinstance(body.get(field_name), str) or not body[field_name]:
                 return self._json(400, {"error": f"{field_name} is missing"})
         source, target, title = body["source_branch"], body["target_branch"], body["title"]
+        too_long = {
+            name: [f"is too long (maximum is {most} characters)"]
+            for name, most in (("title", 255), ("description", 1_048_576))
+            if isinstance(body.get(name), str) and len(body[name]) > most
+        }
+        if too_long:
+            return self._json(400, {"message": too_long})
         with self.lock:
             clash = [
                 m
@@ -745,9 +844,15 @@ class FakeGitLab(_FakeForge):
         refused = self._refusal(hook)
         if refused:
             return refused
+        # GitLab's code (lib/api/hooks/events.rb): `status` one of the HTTP codes or three words, `per_page` 1..20.
         status = (query.get("status") or [""])[0]
-        per_page = min(int((query.get("per_page") or ["20"])[0]), 100)
-        page_number = int((query.get("page") or ["1"])[0])
+        if status and status not in HOOK_EVENT_STATUSES and not (status.isdigit() and 100 <= int(status) <= 599):
+            return self._json(400, {"error": "status does not have a valid value"})
+        per_page, page_number = _integer(query, "per_page", 20), _integer(query, "page", 1)
+        if per_page is None or not 1 <= per_page <= 20:
+            return self._json(400, {"error": "per_page does not have a valid value"})
+        if page_number is None or page_number < 1:
+            return self._json(400, {"error": "page does not have a valid value"})
 
         def wanted(record: dict[str, Any]) -> bool:
             code = record["response_status"]
@@ -781,14 +886,22 @@ class FakeGitLab(_FakeForge):
         if refused:
             return refused
         with self.lock:
-            sent = self.resends.setdefault(hook, deque())
+            # GitLab's code counts resends by the hook's parent (the project) and the user, not by hook.
+            sent = self.resends.setdefault(hook.split("/hooks/")[0], deque())
             now = self.monotonic()
             while sent and now - sent[0] >= 60:
                 sent.popleft()
             if len(sent) >= 5:
                 wait = max(1, int(60 - (now - sent[0])))
                 message = "This endpoint has been requested too many times. Try again later."
-                return self._json(429, {"message": message}, {"Retry-After": str(wait)})
+                headers = {
+                    "Retry-After": str(wait),
+                    "RateLimit-Limit": "5",
+                    "RateLimit-Observed": str(len(sent) + 1),
+                    "RateLimit-Remaining": "0",
+                    "RateLimit-Reset": str(int(time.time()) + wait),
+                }
+                return self._json(429, {"message": message}, headers)
             sent.append(now)
             record = next((r for r in self.hook(hook).log if str(r["id"]) == event), None)
         if record is None:
@@ -796,6 +909,19 @@ class FakeGitLab(_FakeForge):
         key = record["request_headers"].get("Idempotency-Key")
         status = self.deliver(hook, key)
         return self._json(201, {"response_status": status})
+
+
+# The words GitLab's hook events take as `status`, beside an HTTP status code.
+HOOK_EVENT_STATUSES = ("successful", "client_failure", "server_failure")
+
+
+def _integer(query: dict[str, list[str]], name: str, default: int) -> int | None:
+    """A query parameter GitLab declares as an Integer: its value, the default when absent, None when not one."""
+    text = (query.get(name) or [str(default)])[0]
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _parsed(raw: bytes, *, form: bool = False) -> Any:

@@ -7,10 +7,15 @@ endCursor }`) from its own little store of
 teams, workflow states and issues, and answers errors the way Linear does: a JSON body with `errors`, each
 carrying `extensions.type` / `extensions.code` / `userPresentableMessage`. Scripted failures (a 500, a rate
 limit with Retry-After, a slow answer) can be queued ahead of the real answers.
+
+As strict as Linear: a query that is not valid against Linear's SDK schema (the subset the conformance test reads,
+`tests/integrations/descriptions/linear.graphql`), or whose variables do not fit the operation's definitions, is
+refused with 400 and `GRAPHQL_VALIDATION_FAILED`, and a page (`first`) above 250 with `INPUT_ERROR`, as Linear does.
 """
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import threading
@@ -18,9 +23,39 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from graphql import GraphQLSchema, build_schema, parse, validate
+from graphql.error import GraphQLError
+from graphql.execution.values import get_variable_values
+
 API_KEY = "lin_api_test_0123456789abcdefghijklmnopqrstuv"
+SCHEMA = Path(__file__).resolve().parent.parent / "integrations" / "descriptions" / "linear.graphql"
+# Linear's most a page: "first" above it is refused.
+MAX_PAGE = 250
+
+
+@functools.cache
+def schema() -> GraphQLSchema:
+    """Linear's SDK schema (the subset the service uses), built once per process."""
+    return build_schema(SCHEMA.read_text())
+
+
+def refusals(query: str, operation: str | None, variables: dict[str, Any]) -> list[str]:
+    """Why Linear would refuse this request: its query not valid against the schema, or its variables not fitting."""
+    try:
+        document = parse(query)
+    except GraphQLError as exc:
+        return [exc.message]
+    errors = [e.message for e in validate(schema(), document)]
+    if errors:
+        return errors
+    chosen = [d for d in document.definitions if getattr(d, "name", None) and d.name.value == operation]
+    if not chosen:
+        return [f"Unknown operation named {operation!r}."]
+    coerced = get_variable_values(schema(), chosen[0].variable_definitions, variables or {})
+    return [e.message for e in coerced] if isinstance(coerced, list) else []
 
 
 @dataclass
@@ -140,7 +175,9 @@ class FakeLinear:
     # -- answering ----------------------------------------------------------------------------------------
 
     def answer(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], bytes]:
-        self.calls.append({"path": path, "authorization": headers.get("Authorization"), "body": raw.decode()})
+        self.calls.append(
+            {"path": path, "authorization": headers.get("Authorization"), "body": raw.decode(), "headers": headers}
+        )
         if self.script:
             return self.script.popleft()
         if path != "/graphql":
@@ -162,6 +199,13 @@ class FakeLinear:
             )
         request = json.loads(raw)
         operation, query, variables = request.get("operationName"), request.get("query", ""), request.get("variables")
+        refused = refusals(query, operation, variables or {})
+        if refused:
+            errors = [_error(m, type_="graphql error", code="GRAPHQL_VALIDATION_FAILED", user=False) for m in refused]
+            return self._json(400, {"errors": errors})
+        if isinstance((variables or {}).get("first"), int) and variables["first"] > MAX_PAGE:
+            message = f"first must not be greater than {MAX_PAGE}"
+            return self._json(400, {"errors": [_error(message, type_="invalid input", code="INPUT_ERROR", user=True)]})
         if operation == "IssueWithCompletedStates" and f"query {operation}" in query:
             return self._issue_with_states(variables["id"], variables["stateType"])
         if operation == "SetIssueState" and f"mutation {operation}" in query:

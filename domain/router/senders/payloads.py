@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from contracts import ContractViolation, Violation
 from contracts.envelope import ENVELOPE_VERSION
-from domain.clock import iso
+from domain.clock import iso, parse_timestamp
 from storage.models import Ticket
 
 
@@ -163,7 +163,7 @@ def utc_timestamp(text: Any, *, path: str) -> str:
             elif ":" not in zone:
                 zone = zone[:3] + ":" + zone[3:]
             try:
-                return iso(datetime.fromisoformat(f"{day}T{clock}{zone}").astimezone(UTC))
+                return iso(parse_timestamp(f"{day}T{clock}{zone}"))
             except ValueError:
                 pass
     raise PayloadError(path, f"is not a timestamp: {text!r}")

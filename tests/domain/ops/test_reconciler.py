@@ -33,6 +33,9 @@ from servers.forges import GITLAB_TOKEN as GITLAB_API_TOKEN
 from servers.linear import API_KEY, FakeLinear
 from testclient import ApiClient
 
+# The ledger, the checkpoints and the races between a redelivery and the ledger's entry depend on the database.
+pytestmark = pytest.mark.both_backends
+
 CI_SECRET = "test-ci-secret-0123456789abcdef"
 HOOK = "repos/acme/portfolio/hooks/467123908"
 OTHER_HOOK = "repos/acme/billing/hooks/12"
@@ -72,7 +75,9 @@ class World:
         self.config, self.clock, self.api, self.service = config, clock, api, service
         self.github, self.gitlab = github, gitlab
 
-    def reconciler(self, *, github_hooks=(HOOK,), gitlab_hooks=(), tracker=None, github=None, gitlab=None, **knobs):
+    def reconciler(
+        self, *, github_hooks=(HOOK,), gitlab_hooks=(), tracker=None, github=None, gitlab=None, max_pages=None, **knobs
+    ):
         import dataclasses
 
         config = dataclasses.replace(self.config, github_hooks=github_hooks, gitlab_hooks=gitlab_hooks, **knobs)
@@ -83,6 +88,7 @@ class World:
             gitlab=gitlab or GitLab(self.gitlab.url, GITLAB_API_TOKEN, tries=1),
             tracker=tracker,
             catch_up=TrackerCatchUp(ShadowRouter(config, self.clock).receive, self.clock),
+            max_pages=max_pages,
         )
 
     def run(self, **kwargs):
@@ -335,3 +341,41 @@ def test_a_tracker_state_change_with_no_webhook_becomes_one_poller_decision(worl
         world.clock.advance(minutes=10)
         assert world.run(github_hooks=(), tracker=tracker).caught_up == 0
         assert len([d for d in world.decisions() if d["source"] == "poller"]) == 1
+
+
+def test_a_github_reading_cut_short_by_the_page_cap_says_truncated_and_keeps_its_checkpoint(world):
+    world.service.down = True
+    for number in range(100, 201):  # 101 deliveries: two pages of 100
+        world.push(number)
+    world.service.down = False
+
+    first = world.run(max_pages=1, reconcile_max=5)
+    assert first.truncated == [f"github {HOOK}"] and "truncated" in first.run.summary
+    assert first.asked == 5  # what was read is still asked for again
+    hook_rows = [g for g in world.ledger() if g["hook"] == HOOK and g["guid"] is None]
+    assert len(hook_rows) == 1 and hook_rows[0]["detail"].startswith("truncated")
+    assert "truncated" in world.runs()[0]["summary"]
+    # The checkpoint did not move past the page that was never read: none was saved.
+    assert f"github:{HOOK}" not in stored_checkpoints()
+    world.run(max_pages=2, reconcile_max=200)
+    assert f"github:{HOOK}" in stored_checkpoints()  # a reading that reached back moves it
+
+
+def test_a_gitlab_reading_cut_short_by_the_page_cap_says_truncated_and_keeps_its_checkpoint(world):
+    world.service.down = True
+    for iid in range(50, 71):  # 21 events: two pages of 20, GitLab's most there
+        world.merge_request(iid)
+    world.service.down = False
+
+    first = world.run(github_hooks=(), gitlab_hooks=(LAB_HOOK,), max_pages=1, reconcile_max=2)
+    assert first.truncated == [f"gitlab {LAB_HOOK}"] and first.asked == 2
+    assert "truncated" in world.runs()[0]["summary"]
+    assert all("per_page=20" in c["path"] for c in world.gitlab.calls if c["path"].split("?")[0].endswith("/events"))
+    assert f"gitlab:{LAB_HOOK}" not in stored_checkpoints()
+
+
+def stored_checkpoints() -> dict:
+    from storage import reconciliation
+
+    with storage_db.connection(), storage_db.transaction():
+        return reconciliation.checkpoints()
