@@ -23,6 +23,7 @@ from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
 from domain.dispatch import neutralize
+from domain.redaction import Redactor
 from machines.stages import FINAL_STAGES
 from storage import decisions, tickets
 from storage import jobs as rows
@@ -68,6 +69,8 @@ class ForgeWrites:
         self.config = config
         self.clock = clock
         self.board = board
+        # A configured secret never leaves in a worker's text either (it could only have come from somewhere else).
+        self.redact = Redactor.of(config)
 
     def plan(self, job_id: int) -> ForgePlan | NothingToWrite:
         """What to write for the job (read in one connection of the caller's)."""
@@ -101,10 +104,12 @@ class ForgeWrites:
             forge=forge,
             repo=repo,
             branch=output["branch"],
-            title=neutralize.title(title, limit=limit),
-            body=neutralize.pull_request_body(body, ticket=job.ticket, job_id=job.id, role=job.role, rule=job.rule),
+            title=neutralize.title(self.redact(title), limit=limit),
+            body=neutralize.pull_request_body(
+                self.redact(body), ticket=job.ticket, job_id=job.id, role=job.role, rule=job.rule
+            ),
             draft=True,  # the output gate refuses any other (`output_gate`)
-            comment=neutralize.comment(comment) if comment else None,
+            comment=neutralize.comment(self.redact(comment)) if comment else None,
             pull_request=job.forge_pull_request,
             number=number_of(job.forge_pull_request or ""),
             commented=job.forge_comment is not None,

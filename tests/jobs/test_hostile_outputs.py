@@ -224,3 +224,12 @@ def test_a_forge_answer_echoing_the_token_is_kept_redacted_and_shown_so_to_viewe
         kept = [str(v) for row in DispatchJob.select().tuples() for v in row]
         kept += [str(v) for row in OutboxMessage.select().tuples() for v in row]
     assert not [value for value in kept if GITHUB_TOKEN in value]
+
+
+def test_a_configured_secret_in_a_worker_s_text_never_reaches_the_forge(app_factory, config_factory, clock, github):
+    _, config, bay, job = setup(app_factory, config_factory, github_api_url=github.url, github_api_token=GITHUB_TOKEN)
+    leaky = output(job, pull_request={"title": "t", "body": f"token: {GITHUB_TOKEN}"}, comment=f"again {GITHUB_TOKEN}")
+    assert bay.post(f"/api/v1/dispatch/jobs/{job['id']}/result", json=leaky).status_code == 200
+    deliver(config, clock)
+    written = str(github.written())
+    assert GITHUB_TOKEN not in written.replace(f"Bearer {GITHUB_TOKEN}", "") and "token: [redacted]" in written
