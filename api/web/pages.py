@@ -279,7 +279,7 @@ class DecisionsPage:
                 Param("source", {"type": "string", "enum": ["", *SOURCES]}, "Empty for any source."),
                 Param(
                     "subject_id",
-                    {"type": "string", "maxLength": 128},
+                    {**IDENTIFIER, "maxLength": 128},
                     "A ticket key (any case) or another subject id; empty for any.",
                 ),
                 Param(
