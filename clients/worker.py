@@ -373,9 +373,9 @@ def _refused(response: requests.Response, what: str) -> str:
         return f"{what} refused (401): SVC_WORKER_AUTH is not an account of the service"
     # The service says why (a claim into another bay than the worker's own, say); else the usual reason.
     said = _detail(_json(response)) if response.headers.get("Content-Type", "").endswith("json") else ""
-    return f"{what} refused (403): " + (
-        said or "the account in SVC_WORKER_AUTH is not a worker (svc user add NAME --role worker)"
-    )
+    if said:
+        return f"{what} refused (403) to the account in SVC_WORKER_AUTH: {said}"
+    return f"{what} refused (403): the account in SVC_WORKER_AUTH is not a worker (svc user add NAME --role worker)"
 
 
 def _retry_after(value: str | None) -> float | None:
