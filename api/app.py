@@ -31,6 +31,7 @@ from api.web import pages, policy_views, router_right
 from domain.board import Board, StageListener
 from domain.clock import Clock, system_clock
 from domain.config import Config
+from domain.dispatch.forge import ForgeWrites, forge_adapters
 from domain.dispatch.jobs import Dispatch
 from domain.health import heartbeat_age
 from domain.ops.agents import OpsAgents
@@ -79,6 +80,7 @@ class Services:
     ops: OpsAgents | None = None
     metrics: Metrics | None = None
     dispatch: Dispatch | None = None
+    forge_writes: ForgeWrites | None = None
     outage: DatabaseOutage = field(default_factory=DatabaseOutage)
 
 
@@ -110,18 +112,22 @@ def create_app(
     writing_ticket.transitions()  # derived from the machine now, not on the first notify
 
     # The router hears every stage change (queued through the outbox, so a change stays one insert dearer), and
-    # its scorecard every slot claim.
+    # its scorecard every slot claim; live dispatch hears a ticket finished or blocked (its jobs are cancelled).
     board = Board(
         config,
         clock,
         stage_listeners=(queue_for_router, *stage_listeners),
         claim_listeners=(scorecard.slot_claimed,),
     )
-    services = Services(config=config, clock=clock, board=board, router=ShadowRouter(config, clock))
+    # The forges, one adapter each, built once: who the service is on each (its own forge events).
+    router = ShadowRouter(config, clock, board=board, forges=forge_adapters(config))
+    board.stage_listeners.insert(1, router.dispatch.ticket_moved)
+    services = Services(config=config, clock=clock, board=board, router=router)
     if outage is not None:  # a test's, to look at or to feed
         services.outage = outage
     services.writing = WritingAgent(config, clock, services.board)
-    services.dispatch = Dispatch(config, clock, services.board)
+    services.dispatch = router.dispatch
+    services.forge_writes = ForgeWrites(config, clock, services.board)
     services.ops = OpsAgents(config, clock, board=services.board, outage=services.outage)
     services.metrics = Metrics(clock, heartbeat_age=heartbeat_age)
     authenticator = Authenticator(config, failures or FailedCredentials(), people)

@@ -172,3 +172,15 @@ def read_json(req: falcon.Request, *, schema: str | None, limit: int, optional: 
         raise Problem(400, "bad-request", "the request body is empty; a JSON document is required")
     document = parse_json(data)
     return contracts.check(schema, document) if schema else document
+
+
+def json_object(data: bytes) -> dict[str, Any] | None:
+    """The JSON object `data` holds, or None when it holds none: empty, not UTF-8 JSON (or JSON no database can
+    hold), an array or a scalar. A worker's result is judged so: anything else fails its job (`/bad-output`)."""
+    if not data.strip():
+        return None
+    try:
+        document = parse_json(data)
+    except Problem:
+        return None
+    return document if isinstance(document, dict) else None

@@ -14,7 +14,7 @@ from datetime import datetime
 import falcon
 
 from domain import clock
-from domain.errors import InvalidQuery
+from domain.errors import InvalidQuery, NotFound
 from storage.paging import DEFAULT_LIMIT, MAX_LIMIT
 
 
@@ -121,3 +121,16 @@ def refuse_unknown(req: falcon.Request, known: frozenset[str]) -> None:
     unknown = [name for name in req.params if name not in known]
     if unknown:
         raise UnknownParameters(unknown, known)
+
+
+# The largest job id a row can have (a 64-bit key).
+_JOB_ID_MAX = 2**63 - 1
+
+
+def job_id(text: str) -> int:
+    """A job id from a path, the one parser of them (the API's and the board's): ASCII digits only, no sign, no
+    space, no other script's digits (`" 1"`, and an Arabic-Indic one, are no job), within a 64-bit key; else
+    `NotFound`."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or int(text) == 0 or int(text) > _JOB_ID_MAX:
+        raise NotFound("job", text)
+    return int(text)

@@ -26,10 +26,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND
 from domain.chat import KIND as CHAT_KIND
 from domain.clock import Clock
-from domain.dispatch.jobs import FORGE_WRITE_KIND, QUEUED, RUNNING
+from domain.dispatch.jobs import FORGE_WRITE_KIND
 from domain.ops.schedules import AGENT_IDS
 from domain.router.board_events import ROUTE_KIND
 from domain.router.shadow import OUTCOMES
+from machines.job import QUEUED, RUNNING
 from storage import metrics as queries
 from storage.db import connection
 

@@ -11,8 +11,9 @@ from domain.gaps import Gap
 from domain.router.evaluation import REJECTED
 from domain.router.policy_versions import PolicyVersion
 from domain.writing import Report
+from machines.job import ACTIVE
 from storage import wallet as storage_wallet
-from storage.models import AgentRun, Initiative, Ticket, TimelineEntry, Wallet
+from storage.models import AgentRun, Initiative, Job, Ticket, TimelineEntry, Wallet
 
 
 def ticket(row: Ticket) -> dict[str, Any]:
@@ -26,6 +27,8 @@ def ticket(row: Ticket) -> dict[str, Any]:
         "assigned_slot": row.assigned_slot or None,
         "link": row.link or None,
         "needs_you": bool(row.needs_you),
+        # The dispatch job a worker is on for it (queued or running), else null.
+        "job": {"id": row.job_id, "state": row.job_state} if row.job_state in ACTIVE else None,
         "stage_changed_at": iso(row.stage_changed_at),
         "created_at": iso(row.created_at),
         "updated_at": iso(row.updated_at),
@@ -145,6 +148,7 @@ def decision(row) -> dict[str, Any]:
         "role": row.role,
         "gates": row.gates or [],
         "dispatched": bool(row.dispatched),
+        "held": bool(row.held),
         "job_id": row.job_id,
         "envelope": row.envelope,
         "policy": row.policy,
@@ -155,7 +159,7 @@ def decision(row) -> dict[str, Any]:
     return body
 
 
-def job(row) -> dict[str, Any]:
+def job(row: Job) -> dict[str, Any]:
     """A dispatch job as the contract shapes it (`dispatch-job.json`)."""
     return {
         "id": row.id,
@@ -174,8 +178,15 @@ def job(row) -> dict[str, Any]:
         "leased_until": iso(row.leased_until),
         "finished_at": iso(row.finished_at),
         "result": row.result,
-        "reason": row.cancel_reason,
-        "forge": {"pull_request": row.forge_pull_request, "comment": row.forge_comment, "error": row.forge_error},
+        "failure": {"kind": row.failure_kind, "detail": row.failure_detail} if row.failure_kind else None,
+        "retry_of": row.retry_of,
+        "head_sha": row.head_sha,
+        "forge": {
+            "state": row.forge_state,
+            "pull_request": row.forge_pull_request,
+            "comment": row.forge_comment,
+            "error": row.forge_error,
+        },
     }
 
 

@@ -112,9 +112,9 @@ def decisions(count: int, ticket_count: int, *, seed: int = 11) -> None:
     a sixth of them broken envelopes, and about half of the judged ones taken up within hours."""
     from collections import deque
 
+    from domain.policy.document import Policy
     from domain.router.board_view import RETRY_WINDOW, Facts, RecordedBoardView
     from domain.router.evaluation import WOULD_DISPATCH, evaluate
-    from domain.router.policy import Policy
 
     rng = random.Random(seed)
     policy = Policy(frozenset(ALLOWLIST))

@@ -15,23 +15,27 @@ It depends on nothing but the standard library and `requests`, and reads its own
 One job, step by step (CONTRACT.md, "Live dispatch, earned"), each step one line on standard error:
 1. `POST /api/v1/dispatch/claim {"bay": NAME}`: 200 is a job (`{"job": {..., "envelope", "ticket"}, "lease_seconds"}`);
    204 is nothing to do: wait (1, 2, 4 ... 30 s, with jitter) and ask again, or with `--once` exit 3.
+   A 204 says why in its `Svc-Idle-Reason` (paused, bay-held, fleet-full, nothing-queued), which is printed.
 2. COMMAND runs (in its own process group) with the claimed `job` object as JSON on its standard input; its
-   standard error passes through to ours.
-3. While it runs, `POST /api/v1/dispatch/jobs/{id}/heartbeat {}` every third of the lease. An answer with
-   `"cancel": true` (the job or its ticket was cancelled), or a 409 (the job is no longer this worker's), stops
-   COMMAND: SIGTERM to its group, SIGKILL after the grace; no result is sent.
-4. When COMMAND exits, its standard output goes as it is, as the body of `POST /api/v1/dispatch/jobs/{id}/result`.
-   The worker does not judge it: an output that is not JSON, or not a valid `svc.worker-output/v0` document, is
-   refused by the service's output gate (422), which is the one place that decides what may reach the forge.
-   The worker never writes to the forge: the service does, with its own credentials, after the gate.
+   standard error passes through to ours (its last line is kept).
+3. While it runs, `POST /api/v1/dispatch/jobs/{id}/heartbeat {}` every `min(lease / 3, 10 s)`, so a cancel reaches
+   it within 15 s. An answer with `"cancel": true` (the job or its ticket was cancelled), or a 409 (the job is no
+   longer this worker's), stops COMMAND: SIGTERM to its group, SIGKILL after the grace; no result is sent.
+4. When COMMAND exits 0 having printed something, its standard output goes as it is, as the body of `POST
+   /api/v1/dispatch/jobs/{id}/result`. The worker does not judge it: an output that is not JSON (422 `/bad-output`),
+   or not a valid `svc.worker-output/v0` document (422), is refused by the service's output gate, which is the one
+   place that decides what may reach the forge. A COMMAND that exits non-zero, or prints nothing, crashed: the worker
+   sends a `failed` output for it, `"summary": "<command> exited <n>: <its last line of standard error>"`. The worker
+   never writes to the forge: the service does, with its own credentials, after the gate.
 
 Connection errors, timeouts, 429 and 5xx are tried again after a growing pause (the answer's `Retry-After` when it
 has one), each pause at most 30 s; a claim or a result gives up after two minutes of them (a result sooner, when
 the lease would run out first). Without `--once` the worker goes on claiming, whatever one job's fate.
 
 Exit codes (`--once`: at most one job): 0 the result was accepted and the job succeeded; 1 it was refused (422),
-the job failed or was cancelled, or the service could not be reached; 2 bad arguments or credentials (401, 403:
-the account is not a worker); 3 nothing to claim. The password is never printed.
+the job failed (a `failed` result sent, the command's crash's included) or was cancelled, or the service could not
+be reached; 2 bad arguments or credentials (401, 403: the account is not a worker); 3 nothing to claim. The password
+is never printed.
 """
 
 from __future__ import annotations
@@ -65,6 +69,13 @@ FIRST_PAUSE = 1.0  # seconds before the second try (of a claim that found nothin
 MAX_PAUSE = 30.0
 DEADLINE = 120.0  # seconds of failed tries after which a claim or a result gives up
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+HEARTBEAT_EVERY = 10.0  # seconds at most between two heartbeats (a third of the lease when that is shorter)
+# The worker output's vocabulary, as `contracts/worker-output.json` says it (this file stands alone: a test holds
+# these to the contract).
+OUTPUT_SCHEMA = "svc.worker-output/v0"
+OUTPUT_FAILED = "failed"
+SUMMARY_MAX = 2000
+IDLE_REASON = "Svc-Idle-Reason"
 
 
 class WorkerError(Exception):
@@ -112,12 +123,15 @@ class Worker:
     command: Sequence[str]
     err: TextIO = sys.stderr
     kill_grace: float = KILL_GRACE
+    # Seconds at most between two heartbeats: a third of the lease when that is shorter.
+    heartbeat_every: float = HEARTBEAT_EVERY
     backoff: Callable[[], Backoff] = Backoff
     deadline: float = DEADLINE
     sleep: Callable[[float], None] = time.sleep
     session: requests.Session = field(default_factory=requests.Session)
 
     def __post_init__(self) -> None:
+        self.idle = "nothing-queued"  # why the last claim found nothing (its Svc-Idle-Reason)
         self.base_url = self.base_url.rstrip("/")
         self.session.auth = (self.name, self.password)
         self.session.headers["User-Agent"] = "svc-worker/1"
@@ -144,9 +158,9 @@ class Worker:
                 continue
             if claimed is None:
                 if once:
-                    self.log("nothing to claim")
+                    self.log(f"nothing to claim ({self.idle})")
                     return NOTHING
-                self._wait(idle, "nothing to claim")
+                self._wait(idle, f"nothing to claim ({self.idle})")
                 continue
             idle.reset()
             try:
@@ -173,6 +187,7 @@ class Worker:
         """A claimed job and its lease in seconds, or None when the service has nothing for this bay now."""
         response = self.call("POST", CLAIM_PATH, "claim", json={"bay": self.bay})
         if response.status_code == 204:
+            self.idle = response.headers.get(IDLE_REASON) or "nothing-queued"
             return None
         answer = _json(response)
         if response.status_code == 409:
@@ -196,19 +211,25 @@ class Worker:
         job_id = job["id"]
         try:
             process = subprocess.Popen(
-                list(self.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+                list(self.command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as exc:
             # The lease runs out and the service puts the job back: nothing is sent for a command that never ran.
             raise WorkerError(USAGE, f"cannot run {self.command[0]!r}: {exc.strerror or type(exc).__name__}") from None
         self.log(f"job {job_id}: running {' '.join(self.command)} (pid {process.pid})")
         output = bytearray()
+        said: list[str] = []  # the command's last line of standard error
         feeder = threading.Thread(target=_feed, args=(process, json.dumps(job).encode()), daemon=True)
         reader = threading.Thread(target=_drain, args=(process, output), daemon=True)
-        feeder.start()
-        reader.start()
+        errors = threading.Thread(target=_pass_through, args=(process, self.err, said), daemon=True)
+        for thread in (feeder, reader, errors):
+            thread.start()
         try:
-            stop_reason = self.watch(process, job_id, lease / 3)
+            stop_reason = self.watch(process, job_id, min(lease / 3, self.heartbeat_every))
         except BaseException:  # refused credentials, or this worker told to stop: the command stops with it
             self.stop(process, job_id)
             raise
@@ -218,7 +239,12 @@ class Worker:
             self.log(f"job {job_id}: stopped ({stop_reason}); no result sent")
             return FAILED
         reader.join()
-        self.log(f"job {job_id}: command exited {process.returncode}, {len(output)} bytes on its standard output")
+        errors.join(timeout=5)
+        code = process.returncode
+        self.log(f"job {job_id}: command exited {code}, {len(output)} bytes on its standard output")
+        if code != 0 or not bytes(output).strip():
+            # A crash, or a command that said nothing: the service hears so, as the job's failed output.
+            return self.send_result(job_id, crashed(job, self.command, code, said[-1] if said else None), lease)
         return self.send_result(job_id, bytes(output), lease)
 
     def watch(self, process: subprocess.Popen, job_id: Any, interval: float) -> str | None:
@@ -339,6 +365,35 @@ def _feed(process: subprocess.Popen, data: bytes) -> None:
 def _drain(process: subprocess.Popen, into: bytearray) -> None:
     for chunk in iter(lambda: process.stdout.read(65536), b""):
         into.extend(chunk)
+
+
+def _pass_through(process: subprocess.Popen, err: TextIO, last: list[str]) -> None:
+    """The command's standard error, line by line, to ours; its last non-blank line kept in `last`."""
+    for raw in iter(process.stderr.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        with contextlib.suppress(ValueError, OSError):  # our own stream closed: the line is kept all the same
+            err.write(line if line.endswith("\n") else line + "\n")
+            err.flush()
+        if line.strip():
+            last[:] = [line.strip()]
+
+
+def crashed(job: dict[str, Any], command: Sequence[str], code: int | None, last: str | None) -> bytes:
+    """The `failed` output of a command that exited non-zero, or printed nothing: what ran, how it ended, and the
+    last line it wrote to its standard error."""
+    ticket = job.get("ticket")
+    key = ticket.get("key") if isinstance(ticket, dict) else ticket
+    words = f"{command[0]} exited {code}: {last or '(nothing on its standard error)'}"
+    document: dict[str, Any] = {
+        "schema": OUTPUT_SCHEMA,
+        "ticket": key,
+        "role": job.get("role"),
+        "status": OUTPUT_FAILED,
+        "summary": "".join(c for c in words if c.isprintable())[:SUMMARY_MAX],
+    }
+    if isinstance(job.get("event_id"), str):
+        document["event_id"] = job["event_id"]
+    return json.dumps(document).encode()
 
 
 def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:

@@ -19,6 +19,10 @@ SOURCES: tuple[str, ...] = tuple(part(ENVELOPE, "/properties/source")["enum"])
 KINDS: tuple[str, ...] = tuple(part(ENVELOPE, "/$defs/kind")["enum"])
 ID_MAX_LENGTH: int = part(ENVELOPE, "/properties/id")["maxLength"]
 SUBJECT_ID_MAX_LENGTH: int = part(ENVELOPE, "/properties/subject/properties/id")["maxLength"]
+# What a worker's output may say, as its contract says it: its members, and the statuses it ends with.
+WORKER_OUTPUT_MEMBERS: tuple[str, ...] = tuple(part(WORKER_OUTPUT, "/properties"))
+OUTPUT_STATUSES: tuple[str, ...] = tuple(part(WORKER_OUTPUT, "/properties/status")["enum"])
+CHANGES_READY, NO_CHANGES, OUTPUT_FAILED = OUTPUT_STATUSES
 
 
 def envelope_violations(document: Any) -> list[Violation]:

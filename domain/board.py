@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +48,9 @@ class StageChange:
     event: str
     # The one timeline entry the change wrote (None for a creation announced without one).
     entry: TimelineEntry | None = None
+    # What kind of actor made it, when the caller knows better than the name says (a worker account acts as an
+    # agent); None: the name says (`domain/router/board_events.actor_of`).
+    actor_kind: str | None = None
 
 
 StageListener = Callable[[StageChange], None]
@@ -245,7 +248,7 @@ class Board:
         self,
         row: Ticket,
         *,
-        to: str | None,
+        move: str | None,
         waiting_on: str | None,
         kind: str,
         event: str,
@@ -254,18 +257,19 @@ class Board:
         summary: str,
         data: dict[str, Any],
         extra_changes: dict[str, Any] | None = None,
+        actor_kind: str | None = None,
     ) -> StageChange:
         """Inside a transaction, with `row` read locked: what the service itself does to a ticket (a dispatch job's
-        claim, its end, its pull request). Move it to `to` where its machine allows (else it stays where it is),
-        set what it waits on, and write one timeline entry of `kind` (`event` names the step when no move was
-        made), heard by the stage listeners."""
-        move = ticket_machine.move_event(row.stage, to) if to is not None else None
+        claim, its end, its pull request, the pull request's own events). Fire the ticket machine's event `move`
+        where the machine allows it (else the ticket stays where it is), set what it waits on, and write one
+        timeline entry of `kind` (`event` names the step when no move was made), heard by the stage listeners."""
+        fired = move if move is not None and ticket_machine.allows(row.stage, move) else None
 
         def step(ticket: Ticket) -> str:
-            if move is not None:
-                ticket_machine.fire(ticket, move)
-            ticket.waiting_on = waiting_on
-            return move or event
+            if fired is not None:
+                ticket_machine.fire(ticket, fired)
+            ticket.waiting_on = None if ticket.stage in FINAL_STAGES else waiting_on
+            return fired or event
 
         change = apply_stage_change(
             row,
@@ -278,8 +282,23 @@ class Board:
             data=data,
             extra_changes=extra_changes,
         )
+        if actor_kind is not None:
+            change = replace(change, actor_kind=actor_kind)
         self.announce(change)
         return change
+
+    def set_job(self, row: Ticket, job_id: int | None, job_state: str | None, *, at: datetime) -> None:
+        """Inside a transaction, with `row` read locked: the dispatch job a worker is on for the ticket (queued or
+        running), or none; whether the ticket needs someone follows (a ticket with a job on it does not). No timeline
+        entry: the job's own step writes one."""
+        changes = {
+            "job_id": job_id,
+            "job_state": job_state,
+            "needs_you": needs_you(row.stage, row.waiting_on, job_state),
+            "updated_at": at,
+        }
+        if not tickets.compare_and_swap(row, expected_stage=row.stage, expected_version=row.version, changes=changes):
+            raise StaleRead(row.key)
 
     # -- marks of change (what the web board's ETags are made of) ------------------------------------------
 
@@ -482,7 +501,7 @@ def apply_stage_change(
     changes: dict[str, Any] = {
         "stage": row.stage,
         "waiting_on": row.waiting_on,
-        "needs_you": needs_you(row.stage, row.waiting_on),
+        "needs_you": needs_you(row.stage, row.waiting_on, row.job_state),
         "updated_at": now,
         **(extra_changes or {}),
     }

@@ -88,9 +88,13 @@ class Config:
     gitlab_hooks: tuple[str, ...] = ()
     # Redeliveries (and resends) one reconciler run asks for, at most.
     reconcile_max: int = 50
-    # A claimed job's lease, renewed by each heartbeat; and the branches a worker's output may name.
+    # A claimed job's lease, renewed by each heartbeat; how many times it may run out before the job fails (3: the
+    # contract's "the retry budget + 1" with the first policy's budget of 2); the branches a worker's output may name.
     worker_lease_seconds: int = 300
+    worker_lease_attempts: int = 3
     worker_branch_prefix: str = "svc/"
+    # An event older than this (by its `occurred_at`) is routed but never dispatched: the gate `fresh`.
+    dispatch_max_age_seconds: int = 3600
     router_allowlist: frozenset[str] = field(default_factory=frozenset)
     # Which of SVC_ROUTER_ALLOWLIST and SVC_RETRY_BUDGET the environment set. They seed the first policy only; once
     # the database has one, a start whose environment sets them otherwise says so (`domain/router/policy_versions`).
@@ -258,6 +262,8 @@ class Config:
             gitlab_hooks=env.hooks("SVC_GITLAB_HOOKS", _GITLAB_HOOK, "projects/ID/hooks/ID"),
             reconcile_max=env.integer("SVC_RECONCILE_MAX", 50, low=1, high=1000),
             worker_lease_seconds=env.integer("SVC_WORKER_LEASE_SECONDS", 300, low=1, high=86400),
+            worker_lease_attempts=env.integer("SVC_WORKER_LEASE_ATTEMPTS", 3, low=1, high=100),
+            dispatch_max_age_seconds=env.integer("SVC_DISPATCH_MAX_AGE_SECONDS", 3600, low=1, high=366 * 86400),
             worker_branch_prefix=env.text("SVC_WORKER_BRANCH_PREFIX") or "svc/",
             router_allowlist=env.id_list("SVC_ROUTER_ALLOWLIST"),
             webhook_tolerance_seconds=env.number("SVC_WEBHOOK_TOLERANCE_SECONDS", 60.0, low=1, high=3600),

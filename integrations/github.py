@@ -213,6 +213,14 @@ class GitHub:
             raise TransportError(f"{TARGET}'s comment on #{int(number)} of {repo} has no html_url", permanent=True)
         return url
 
+    def own_login(self) -> str:
+        """The login of the account the token is (`GET /user`): the sender of what the service itself does."""
+        found = _json(self._call("GET", "user"), "user of the token")
+        login = found.get("login") if isinstance(found, dict) else None
+        if not isinstance(login, str) or not login:
+            raise TransportError(f"{TARGET}'s user of the token has no login", permanent=True)
+        return login
+
     # -- one call ---------------------------------------------------------------------------------------
 
     def _url(self, path: str) -> str:

@@ -266,6 +266,14 @@ class GitLab:
             raise TransportError(f"{TARGET}'s note on !{number} of {project} has no id", permanent=True)
         return f"{web_url}#note_{note_id}"
 
+    def own_login(self) -> str:
+        """The username of the account the token is (`GET /user`): the sender of what the service itself does."""
+        found = _json(self._call("GET", "user"), "user of the token")
+        username = found.get("username") if isinstance(found, dict) else None
+        if not isinstance(username, str) or not username:
+            raise TransportError(f"{TARGET}'s user of the token has no username", permanent=True)
+        return username
+
     def _room_for_resend(self, project: str) -> float:
         """Take the next resend slot of `project` and say how long to wait for it (0: now). The slot is taken under
         the lock and the wait is the caller's, outside it: two threads never take one slot, and neither sleeps while

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND, Board
 from domain.chat import KIND as CHAT_KIND
 from domain.clock import Clock
 from domain.config import Config
-from domain.dispatch.forge import ForgeWrites
+from domain.dispatch.forge import ForgeWrites, forge_adapters
 from domain.dispatch.jobs import FORGE_WRITE_KIND, REAP_BATCH, Dispatch
 from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
 from domain.ops.digest import DIGEST_AGENT
@@ -21,6 +23,7 @@ from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
 from domain.router.reconciliation import TrackerCatchUp
 from domain.router.shadow import ShadowRouter
+from integrations.forges import Forge
 from integrations.github import GitHub
 from integrations.gitlab import GitLab
 from integrations.linear import LinearTracker
@@ -39,24 +42,33 @@ REAP_SECONDS = 2.0
 SCORECARD_SECONDS = 60.0
 
 
-def scheduled_jobs(config: Config, clock: Clock, *, ops: OpsAgents | None = None) -> dict[str, Job]:
+def scheduled_jobs(
+    config: Config, clock: Clock, *, ops: OpsAgents | None = None, forges: Mapping[str, Forge] | None = None
+) -> dict[str, Job]:
     """agent id -> the job the scheduler starts when that agent is due: the ops agents, the poller and the
     reconciler."""
+    forges = forge_adapters(config) if forges is None else forges
     return {
         **ops_jobs(config, ops or OpsAgents(config, clock)),
-        POLLER_AGENT_ID: Poller(ShadowRouter(config, clock), config, clock),
-        RECONCILER_AGENT_ID: reconciler(config, clock),
+        POLLER_AGENT_ID: Poller(router(config, clock, forges), config, clock),
+        RECONCILER_AGENT_ID: reconciler(config, clock, forges),
     }
 
 
-def reconciler(config: Config, clock: Clock) -> Reconciler:
+def reconciler(config: Config, clock: Clock, forges: Mapping[str, Forge] | None = None) -> Reconciler:
     """The reconciler with the senders' clients the configuration names (none where it gives no token), routing
     the tracker's missed state changes through a router of its own."""
+    forges = forge_adapters(config) if forges is None else forges
     github = GitHub(config.github_api_url, config.github_api_token) if config.github_api_token else None
     gitlab = GitLab(config.gitlab_api_url, config.gitlab_api_token) if config.gitlab_api_token else None
     tracker = LinearTracker(config.tracker_api_url, config.tracker_api_key) if config.tracker_api_key else None
-    catch_up = TrackerCatchUp(ShadowRouter(config, clock).receive, clock)
+    catch_up = TrackerCatchUp(router(config, clock, forges).receive, clock)
     return Reconciler(config, clock, github=github, gitlab=gitlab, tracker=tracker, catch_up=catch_up)
+
+
+def router(config: Config, clock: Clock, forges: Mapping[str, Forge]) -> ShadowRouter:
+    """A router on a board wired as the API's (`board`)."""
+    return ShadowRouter(config, clock, board=board(config, clock), forges=dict(forges))
 
 
 def ops_jobs(config: Config, ops: OpsAgents) -> dict[str, Job]:
@@ -73,16 +85,18 @@ def ops_jobs(config: Config, ops: OpsAgents) -> dict[str, Job]:
 
 
 def outbox_handlers(
-    config: Config, clock: Clock, *, ops: OpsAgents | None = None
+    config: Config, clock: Clock, *, ops: OpsAgents | None = None, forges: Mapping[str, Forge] | None = None
 ) -> tuple[dict[str, Handler], dict[str, Recorder]]:
-    """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines."""
+    """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines. `forges`:
+    the forge adapters, built once for the process (from the configuration when not given)."""
     ops = ops or OpsAgents(config, clock)
+    forges = forge_adapters(config) if forges is None else forges
     release, close = SlotRelease(ops.steward, clock), TrackerClose(config, clock)
-    forge = ForgeWrite(config, clock, ForgeWrites(config, clock, board(config, clock)))
+    forge = ForgeWrite(ForgeWrites(config, clock, board(config, clock)), forges)
     handlers: dict[str, Handler] = {
         CHAT_KIND: ChatDelivery(config, clock),
         # The board's own events, queued by the stage listener, are routed here.
-        ROUTE_KIND: RouteQueuedEvent(ShadowRouter(config, clock)),
+        ROUTE_KIND: RouteQueuedEvent(router(config, clock, forges)),
         SLOT_RELEASE_KIND: release,
         TRACKER_CLOSE_KIND: close,
         # A job's accepted output with changes: its draft pull request and comment (`jobs/forge_writes.py`).
@@ -93,8 +107,11 @@ def outbox_handlers(
 
 
 def board(config: Config, clock: Clock) -> Board:
-    """The board as the API builds it: the router hears its stage changes, the scorecard its slot claims."""
-    return Board(config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,))
+    """The board as the API builds it: the router hears its stage changes, the scorecard its slot claims, and live
+    dispatch a ticket finished or blocked (its jobs are cancelled)."""
+    made = Board(config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,))
+    made.stage_listeners.append(Dispatch(config, clock, made).ticket_moved)
+    return made
 
 
 def lease_reaper(config: Config, clock: Clock) -> Worker:
@@ -125,9 +142,11 @@ def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) 
     # One view of a database outage for the process: its workers feed it, the pulse's health checks read it.
     outage = DatabaseOutage()
     ops = OpsAgents(config, clock, outage=outage)
-    handlers, recorders = outbox_handlers(config, clock, ops=ops)
+    # The forges, one adapter each, built once for the process.
+    forges = forge_adapters(config)
+    handlers, recorders = outbox_handlers(config, clock, ops=ops, forges=forges)
     deliverer = OutboxDeliverer(handlers, clock, recorders=recorders)
-    jobs = scheduled_jobs(config, clock, ops=ops)
+    jobs = scheduled_jobs(config, clock, ops=ops, forges=forges)
     return JobsProcess(
         clock,
         jobs,

@@ -12,6 +12,14 @@
 | `blocked`     | `queued` (queue), `execute` (start)                                     |
 | any live      | `done` (mark_done), `cancelled` (cancel)                                |
 
+Two more moves are the forge's, never a person's `move` (`MOVE_EVENTS` does not lead to them), made when the
+ticket follows its pull request (`domain/dispatch/pull_requests.py`):
+
+| from                                      | to (event)                                           |
+|-------------------------------------------|------------------------------------------------------|
+| `execute`, `human_test`, `human_merge`    | `ci` (new_push: a new push to its pull request)      |
+| `execute`, `ci`, `human_test`, `human_merge` | `ship` (merged: a person merged it on the forge)  |
+
 `done` and `cancelled` are final. `WRITING-DAILY` is moved by writing notify reports alone
 (`machines.writing_ticket`), so every event here refuses it.
 """
@@ -53,6 +61,8 @@ class TicketMachine(StateMachine):
     request_test = stages.human_test.from_(stages.ci, **_board)
     request_merge = stages.human_merge.from_(stages.human_test, **_board)
     approve_ship = stages.ship.from_(stages.human_merge, **_board)
+    new_push = stages.ci.from_(stages.execute, stages.human_test, stages.human_merge, **_board)
+    merged = stages.ship.from_(stages.execute, stages.ci, stages.human_test, stages.human_merge, **_board)
     complete = stages.done.from_(stages.ship, **_board)
     block = stages.blocked.from_(
         stages.queued, stages.execute, stages.ci, stages.human_test, stages.human_merge, stages.ship, **_board
@@ -71,6 +81,9 @@ class TicketMachine(StateMachine):
                 event=event,
             )
 
+
+# The moves only a ticket's pull request makes (`domain/dispatch/pull_requests.py`): no person's `move` leads to them.
+FORGE_EVENTS: tuple[str, ...] = ("new_push", "merged")
 
 # `POST tickets/{key}/move {"to": ...}` names a target stage; this is the event that leads there.
 MOVE_EVENTS: dict[str, str] = {
@@ -101,6 +114,12 @@ def fire(ticket: TicketLike, event: str) -> tuple[str, str]:
         ) from exc
     ticket.stage = holder.stage
     return before, ticket.stage
+
+
+def allows(stage: str, event: str) -> bool:
+    """Whether the machine has `event` from `stage` (the writing ticket aside: every event refuses it)."""
+    state = TicketMachine.states_map.get(stage)
+    return state is not None and any(t.event == event for t in state.transitions)
 
 
 def allowed_moves(stage: str) -> list[str]:

@@ -14,7 +14,8 @@ from storage.paging import decode_cursor, page_of
 
 
 def record(**fields: Any) -> RouterDecision:
-    return statements.insert(RouterDecision, fields)
+    """A new decision; one that held no job while dispatch was paused unless it says so (`held`)."""
+    return statements.insert(RouterDecision, {"held": False, **fields})
 
 
 def accepted(same_event: str) -> RouterDecision | None:
@@ -42,11 +43,14 @@ def page(
     source: str | None = None,
     subject_id: str | None = None,
     since: datetime | None = None,
+    exclude_outcome: str | None = None,
 ) -> tuple[list[RouterDecision], str | None]:
-    """Decisions newest first (by id), filtered; keyset-paged on the id."""
+    """Decisions newest first (by id), filtered (`exclude_outcome` left out); keyset-paged on the id."""
     query = RouterDecision.select()
     if outcome is not None:
         query = query.where(RouterDecision.outcome == outcome)
+    if exclude_outcome is not None:
+        query = query.where(RouterDecision.outcome != exclude_outcome)
     if source is not None:
         query = query.where(RouterDecision.source == source)
     if subject_id is not None:
@@ -64,36 +68,6 @@ def count_by_outcome() -> dict[str, int]:
     """How many decisions of each outcome are recorded (a summary for people, e.g. after `svc demo`)."""
     rows = RouterDecision.select(RouterDecision.outcome, fn.COUNT(RouterDecision.id)).group_by(RouterDecision.outcome)
     return dict(rows.tuples())
-
-
-def fixer_dispatches_since(subject_id: str, since: datetime) -> int:
-    """How often the router would have dispatched a fixer for `subject_id` since `since`."""
-
-    def sql(p: str) -> str:
-        return (
-            f'SELECT COUNT(*) FROM "{RouterDecision._meta.table_name}" WHERE "subject_id" = {p} AND "role" = {p} '
-            f'AND "outcome" = {p} AND "evaluated_at" >= {p}'
-        )
-
-    params = [subject_id, "fixer", "would_dispatch", RouterDecision.evaluated_at.db_value(since)]
-    return statements.scalar(("fixer_dispatches_since",), sql, params) or 0
-
-
-def fixer_dispatch_times_since(since: datetime) -> dict[str, list[datetime]]:
-    """Every ticket's fixer dispatch times since `since` (for a replay snapshot of the board)."""
-    times: dict[str, list[datetime]] = {}
-    query = (
-        RouterDecision.select(RouterDecision.subject_id, RouterDecision.evaluated_at)
-        .where(
-            (RouterDecision.role == "fixer")
-            & (RouterDecision.outcome == "would_dispatch")
-            & (RouterDecision.evaluated_at >= since)
-        )
-        .order_by(RouterDecision.id)
-    )
-    for row in query:
-        times.setdefault(row.subject_id, []).append(row.evaluated_at)
-    return times
 
 
 def queued_without_decision(*, queued_before: datetime, quiet_since: datetime, limit: int) -> list[Ticket]:
@@ -133,10 +107,11 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
     )
     # Raw column values: the caller parses the JSON it needs (a decision without facts needs none of it).
     columns = ", ".join(f'"{f.column_name}"' for f in fields)
-    params: list[Any] = ["rejected"]
+    # A rejected envelope has nothing to evaluate; the service's own events are no one's decision to judge.
+    params: list[Any] = ["rejected", "own"]
 
     def sql(p: str) -> str:
-        conditions = [f'"outcome" <> {p}', f'"id" > {p}']
+        conditions = [f'"outcome" <> {p}', f'"outcome" <> {p}', f'"id" > {p}']
         if since is not None:
             conditions.append(f'"evaluated_at" >= {p}')
         if until is not None:

@@ -1,27 +1,40 @@
-"""Dispatch job rows (`domain/dispatch/jobs.py` decides what goes in them): queued by a live rule's decision, claimed
-by a worker in a bay under a lease, finished with its output, and what the service wrote to the forge for it."""
+"""Dispatch job rows (`domain/dispatch/jobs.py` decides what goes in them, `machines/job.py` which state follows
+which): queued or held by a live rule's decision, claimed by a worker in a bay under a lease, finished with its
+output, and what the service wrote to the forge for it. Every read returns `Job` records."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
-from peewee import fn
+from peewee import JOIN, fn
 
 from storage import statements
 from storage.db import is_postgres
-from storage.models import DispatchJob, RouterDecision
+from storage.models import JSON, DispatchJob, Job, PullRequest, RouterDecision
 from storage.paging import decode_cursor, page_of
 
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
+__all__ = ["Job"]
+
 _TABLE = DispatchJob._meta.table_name
 # pg_advisory_xact_lock key of the claims (the migrations' is 0x5C5D_0001): any constant no other application uses.
 _PG_CLAIMS_KEY = 0x5C5D_0002
+QUEUED, HELD, RUNNING = "queued", "held", "running"
 
 
-def insert(*, decision_id: int, event_id: str | None, ticket: str, role: str, rule: str | None, at: datetime) -> Any:
-    """A queued job for the decision (a second one for the same decision fails with IntegrityError)."""
+def insert(
+    *,
+    decision_id: int,
+    event_id: str | None,
+    ticket: str,
+    role: str,
+    rule: str | None,
+    state: str,
+    at: datetime,
+    retry_of: int | None = None,
+    head_sha: str | None = None,
+) -> Job:
+    """A new job for the decision, in `state` (queued or held)."""
     return statements.insert(
         DispatchJob,
         {
@@ -30,20 +43,23 @@ def insert(*, decision_id: int, event_id: str | None, ticket: str, role: str, ru
             "ticket": ticket,
             "role": role,
             "rule": rule,
-            "state": QUEUED,
+            "state": state,
             "attempts": 0,
             "created_at": at,
+            "retry_of": retry_of,
+            "head_sha": head_sha,
+            "forge_state": "none",
         },
     )
 
 
-def mark_dispatched(decision_id: int, job_id: int) -> None:
-    """The decision says it queued this job (in the transaction that recorded both)."""
-    statements.update(RouterDecision, {"dispatched": True, "job_id": job_id}, {"id": decision_id})
+def mark_dispatched(decision_id: int, job_id: int, *, held: bool) -> None:
+    """The decision says which job it queued, or holds while dispatch is paused (in the transaction of both)."""
+    statements.update(RouterDecision, {"dispatched": not held, "held": held, "job_id": job_id}, {"id": decision_id})
 
 
-def get(job_id: int, *, for_update: bool = False) -> Any | None:
-    """The job (a record), locked for the rest of the transaction on PostgreSQL when `for_update`."""
+def get(job_id: int, *, for_update: bool = False) -> Job | None:
+    """The job, locked for the rest of the transaction on PostgreSQL when `for_update`."""
     return statements.select_one(DispatchJob, {"id": job_id}, for_update=for_update)
 
 
@@ -56,6 +72,7 @@ def serialise_claims() -> None:
 
 
 def count_running() -> int:
+    """How many jobs run now: what the fleet gate and a claim both count."""
     return (
         statements.scalar(
             ("jobs_running",),
@@ -66,7 +83,7 @@ def count_running() -> int:
     )
 
 
-def oldest_queued(*, after: int = 0) -> Any | None:
+def oldest_queued(*, after: int = 0) -> Job | None:
     """The queued job with the smallest id (the oldest) above `after`, or None."""
     found = statements.rows(
         DispatchJob,
@@ -77,36 +94,33 @@ def oldest_queued(*, after: int = 0) -> Any | None:
     return found[0] if found else None
 
 
-def swap(job_id: int, *, expected_state: str, changes: dict[str, Any], worker: str | None = None) -> bool:
+def swap(job_id: int, *, expected_state: str, changes: Mapping[str, object], worker: str | None = None) -> bool:
     """`UPDATE dispatch_job SET <changes> WHERE id = ? AND state = ? [AND worker = ?]`: False when it touched no row
     (the job moved on meanwhile)."""
-    where: dict[str, Any] = {"id": job_id, "state": expected_state}
+    where: dict[str, object] = {"id": job_id, "state": expected_state}
     if worker is not None:
         where["worker"] = worker
-    return statements.update(DispatchJob, changes, where) == 1
+    return statements.update(DispatchJob, dict(changes), where) == 1
 
 
-def set_forge(
-    job_id: int, *, pull_request: str | None = None, comment: str | None = None, error: str | None = None
-) -> bool:
-    """Record what was written to the forge for the job. The pull request only once (`UPDATE ... WHERE
-    forge_pull_request IS NULL`): False when it was recorded already."""
-    if pull_request is not None:
-        touched = (
-            DispatchJob.update(forge_pull_request=pull_request, forge_error=None)
-            .where((DispatchJob.id == job_id) & DispatchJob.forge_pull_request.is_null())
-            .execute()
-        )
-        return touched == 1
-    changes: dict[str, Any] = {}
-    if comment is not None:
-        changes["forge_comment"] = comment
-    if error is not None:
-        changes["forge_error"] = error
-    return statements.update(DispatchJob, changes, {"id": job_id}) == 1 if changes else False
+def set_forge(job_id: int, *, expected_state: str, changes: Mapping[str, object]) -> bool:
+    """Change what the job's forge write came to (`forge_state` and the forge members), where its forge state is
+    still `expected_state`: False when it moved on meanwhile."""
+    return statements.update(DispatchJob, dict(changes), {"id": job_id, "forge_state": expected_state}) == 1
 
 
-def lease_ran_out(now: datetime, *, limit: int) -> list[Any]:
+def record_pull_request(job_id: int, url: str) -> bool:
+    """The pull request written for the job, once (`UPDATE ... WHERE forge_pull_request IS NULL`): False when it
+    was recorded already."""
+    touched = (
+        DispatchJob.update(forge_pull_request=url, forge_error=None)
+        .where((DispatchJob.id == job_id) & DispatchJob.forge_pull_request.is_null())
+        .execute()
+    )
+    return touched == 1
+
+
+def lease_ran_out(now: datetime, *, limit: int) -> list[Job]:
     """Running jobs whose lease ended before `now`, the longest expired first."""
     return statements.rows(
         DispatchJob,
@@ -116,9 +130,71 @@ def lease_ran_out(now: datetime, *, limit: int) -> list[Any]:
     )
 
 
+def of_ticket(ticket: str, *, states: Iterable[str]) -> list[Job]:
+    """The ticket's jobs in one of `states`, oldest first."""
+    wanted = tuple(states)
+    return _jobs(
+        DispatchJob.select()
+        .where((DispatchJob.ticket == ticket) & DispatchJob.state.in_(wanted))
+        .order_by(DispatchJob.id)
+    )
+
+
+def fixer_for_head(ticket: str, head_sha: str) -> Job | None:
+    """The ticket's newest fixer job for the failing head `head_sha`, whatever became of it."""
+    found = _jobs(
+        DispatchJob.select()
+        .where((DispatchJob.ticket == ticket) & (DispatchJob.role == "fixer") & (DispatchJob.head_sha == head_sha))
+        .order_by(DispatchJob.id.desc())
+        .limit(1)
+    )
+    return found[0] if found else None
+
+
+def count_fixers(ticket: str, *, since: datetime | None, other_than_head: str | None) -> int:
+    """The ticket's fixer jobs (queued, held, running or ended) created after `since` (all of them when None), those
+    for the head `other_than_head` left out."""
+    query = DispatchJob.select(fn.COUNT(DispatchJob.id)).where(
+        (DispatchJob.ticket == ticket) & (DispatchJob.role == "fixer")
+    )
+    if since is not None:
+        query = query.where(DispatchJob.created_at > since)
+    if other_than_head is not None:
+        query = query.where(DispatchJob.head_sha.is_null() | (DispatchJob.head_sha != other_than_head))
+    return query.scalar() or 0
+
+
+def fixer_times_since_green() -> dict[str, list[datetime]]:
+    """Each ticket's fixer jobs since its pull request's last green pipeline, by when each was made (a replay's
+    snapshot of the board)."""
+    query = (
+        DispatchJob.select(DispatchJob.ticket, DispatchJob.created_at)
+        .join(PullRequest, JOIN.LEFT_OUTER, on=(PullRequest.ticket == DispatchJob.ticket))
+        .where(
+            (DispatchJob.role == "fixer")
+            & (PullRequest.green_at.is_null() | (DispatchJob.created_at > PullRequest.green_at))
+        )
+        .order_by(DispatchJob.id)
+    )
+    times: dict[str, list[datetime]] = {}
+    for ticket, at in query.tuples():
+        times.setdefault(ticket, []).append(at)
+    return times
+
+
+def held_oldest_first() -> list[Job]:
+    """Every held job, the oldest first: what resuming dispatch queues, in that order."""
+    return _jobs(DispatchJob.select().where(DispatchJob.state == HELD).order_by(DispatchJob.id))
+
+
+def forge_held() -> list[Job]:
+    """Every job whose forge write is held (dispatch was paused), the oldest first."""
+    return _jobs(DispatchJob.select().where(DispatchJob.forge_state == "held").order_by(DispatchJob.id))
+
+
 def page(
     *, limit: int, cursor: str | None = None, state: str | None = None, ticket: str | None = None
-) -> tuple[list[Any], str | None]:
+) -> tuple[list[Job], str | None]:
     """Jobs newest first (by id), filtered; keyset-paged on the id."""
     query = DispatchJob.select()
     if state is not None:
@@ -128,8 +204,8 @@ def page(
     if cursor:
         (before,) = decode_cursor(cursor, int)
         query = query.where(DispatchJob.id < before)
-    rows = list(query.order_by(DispatchJob.id.desc()).limit(limit + 1))
-    return page_of(rows, limit, lambda job: [job.id])
+    found = _jobs(query.order_by(DispatchJob.id.desc()).limit(limit + 1))
+    return page_of(found, limit, lambda job: [job.id])
 
 
 def counts_by_rule() -> dict[str | None, dict[str, int]]:
@@ -143,7 +219,7 @@ def counts_by_rule() -> dict[str | None, dict[str, int]]:
     return found
 
 
-def running_held_by(worker: str, principal: str) -> Any | None:
+def running_held_by(worker: str, principal: str) -> Job | None:
     """A running job the worker `worker` (that principal of the name, or a claim from before principals were kept)
     holds, or None (one read of the (worker, id) index)."""
     found = (
@@ -171,6 +247,11 @@ def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None
     return query.exists()
 
 
+def any_of_ticket(ticket: str) -> bool:
+    """Whether the ticket ever had a dispatch job."""
+    return DispatchJob.select(DispatchJob.id).where(DispatchJob.ticket == ticket).exists()
+
+
 def pull_requests_of(ticket: str) -> set[str]:
     """The addresses of the pull requests the service recorded for the jobs of `ticket` (its (ticket, id) index)."""
     query = DispatchJob.select(DispatchJob.forge_pull_request).where(
@@ -182,14 +263,25 @@ def pull_requests_of(ticket: str) -> set[str]:
 # -- what the web board reads ------------------------------------------------------------------------------------
 
 
-def queued_oldest_first(*, limit: int) -> tuple[list[Any], int]:
-    """The queued jobs in the order claims take them (the oldest, by id, first), `limit` at most, and how many are
-    queued in all."""
-    shown = list(DispatchJob.select().where(DispatchJob.state == QUEUED).order_by(DispatchJob.id).limit(limit))
-    total = len(shown) if len(shown) < limit else DispatchJob.select().where(DispatchJob.state == QUEUED).count()
+def queued_oldest_first(*, limit: int) -> tuple[list[Job], int]:
+    """The queued and held jobs in the order claims (or a resume) take them (the oldest, by id, first), `limit` at
+    most, and how many are waiting in all."""
+    waiting = DispatchJob.state.in_((QUEUED, HELD))
+    shown = _jobs(DispatchJob.select().where(waiting).order_by(DispatchJob.id).limit(limit))
+    total = len(shown) if len(shown) < limit else DispatchJob.select().where(waiting).count()
     return shown, total
 
 
-def running() -> list[Any]:
+def running() -> list[Job]:
     """Every running job (at most the policy's fleet size, give or take a change of it), the oldest claim first."""
-    return list(DispatchJob.select().where(DispatchJob.state == RUNNING).order_by(DispatchJob.claimed_at))
+    return _jobs(DispatchJob.select().where(DispatchJob.state == RUNNING).order_by(DispatchJob.claimed_at))
+
+
+def _jobs(query) -> list[Job]:
+    """The records of a query over every column of `DispatchJob`, in the table's order (which `Job` declares)."""
+    return [Job(*values) for values in query.tuples()]
+
+
+def result_of(job: Job) -> Mapping[str, JSON]:
+    """The job's output as an object (an empty one when it kept none, or kept something else)."""
+    return job.result if isinstance(job.result, dict) else {}

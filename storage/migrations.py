@@ -367,6 +367,81 @@ def _scorecard_mark(migrator: SchemaMigrator) -> None:
     migrator.database.execute_sql('DELETE FROM "scorecard_day"')
 
 
+def _the_loop(migrator: SchemaMigrator) -> None:
+    """The loop: a job's failure and forge write said once (the reason column, which held every kind, renamed), its
+    retries and a fixer's head; a ticket's job; a decision held while paused; each ticket's pull request."""
+
+    class Ticket(Model):  # only what the foreign key refers to
+        key = CharField(primary_key=True, max_length=64)
+
+        class Meta:
+            database = migrator.database
+            table_name = "ticket"
+
+    class PullRequest(Model):  # the table as version 9 makes it
+        ticket = ForeignKeyField(Ticket, column_name="ticket_key", primary_key=True, on_delete="CASCADE")
+        forge = CharField(max_length=16)
+        repo = CharField(max_length=200, null=True)
+        number = IntegerField(null=True)
+        url = TextField(null=True)
+        branch = CharField(max_length=255, null=True)
+        state = CharField(max_length=16)
+        head_sha = CharField(max_length=64, null=True)
+        merge_commit_sha = CharField(max_length=64, null=True)
+        job_id = BigIntegerField(null=True)
+        green_at = models.UTCDateTimeField(null=True)
+        updated_at = models.UTCDateTimeField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "pull_request"
+            legacy_table_names = False
+            indexes = ((("head_sha",), False), (("merge_commit_sha",), False), (("repo", "number"), False))
+
+    apply_operations(
+        migrator.rename_column("dispatch_job", "cancel_reason", "failure_detail"),
+        migrator.add_column("dispatch_job", "failure_kind", CharField(max_length=16, null=True)),
+        migrator.add_column("dispatch_job", "forge_state", CharField(max_length=16, default="none")),
+        migrator.add_column("dispatch_job", "retry_of", BigIntegerField(null=True)),
+        migrator.add_column("dispatch_job", "head_sha", CharField(max_length=64, null=True)),
+        # An operator's retry is a second job for the same decision.
+        migrator.drop_index("dispatch_job", "dispatch_job_decision_id"),
+        migrator.add_index("dispatch_job", ("decision_id",), False),
+        migrator.add_column("ticket", "job_id", BigIntegerField(null=True)),
+        migrator.add_column("ticket", "job_state", CharField(max_length=16, null=True)),
+        migrator.add_column("router_decision", "held", BooleanField(default=False)),
+    )
+    database = migrator.database
+    mark = database.param
+    # What the reason of a job that ended said, as a kind; what its forge write came to.
+    for kind, condition, params in (
+        ("cancelled", "\"state\" = 'cancelled'", []),
+        ("lease", f'"state" = \'failed\' AND "failure_detail" LIKE {mark}', ["%lease%"]),
+        ("output", f'"state" = \'failed\' AND "failure_detail" LIKE {mark}', ["%output gate%"]),
+        ("worker", '"state" = \'failed\' AND "failure_kind" IS NULL', []),
+    ):
+        database.execute_sql(f'UPDATE "dispatch_job" SET "failure_kind" = {mark} WHERE {condition}', [kind, *params])  # noqa: S608
+    for state, condition in (
+        ("written", '"forge_pull_request" IS NOT NULL'),
+        ("failed", '"forge_pull_request" IS NULL AND "forge_error" IS NOT NULL'),
+    ):
+        database.execute_sql(f'UPDATE "dispatch_job" SET "forge_state" = {mark} WHERE {condition}', [state])  # noqa: S608
+    database.execute_sql(
+        'UPDATE "ticket" SET "job_id" = (SELECT MAX("id") FROM "dispatch_job" WHERE "dispatch_job"."ticket" = '
+        '"ticket"."key" AND "dispatch_job"."state" IN (\'queued\', \'running\'))'
+    )
+    job_of_ticket = 'SELECT "state" FROM "dispatch_job" WHERE "dispatch_job"."id" = "ticket"."job_id"'
+    database.execute_sql(
+        f'UPDATE "ticket" SET "job_state" = ({job_of_ticket}), "needs_you" = {mark} WHERE "job_id" IS NOT NULL',  # noqa: S608
+        [False],
+    )
+    PullRequest.create_table(safe=False)
+
+
+# Columns a migration renamed, (table, old) -> new: what an upgraded database keeps under another name.
+RENAMED_COLUMNS = {("dispatch_job", "cancel_reason"): "failure_detail"}
+
+
 def _worker_boundary(migrator: SchemaMigrator) -> None:
     """A worker's bay and principal (an account added again is another principal), what it last did and was refused,
     and the principal that claimed each job."""
@@ -398,8 +473,9 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (6, "the router's policy versions; each decision's rule; the rule on scorecard entries", _policy_as_data),
     (7, "dispatch jobs; whether each decision queued one", _dispatch_jobs),
     (8, "the scorecard's counted days kept by the jobs process, up to a mark", _scorecard_mark),
+    (9, "the loop: a job's failure, retry and forge write; a ticket's job and pull request; held decisions", _the_loop),
     (
-        9,
+        10,
         "a worker's bay and principal, its last call and refusal; the principal that claimed each job",
         _worker_boundary,
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -115,6 +116,10 @@ class Ticket(BaseModel):
     needs_you = BooleanField(default=False)
     # Bumped by every update; compare-and-swap on (stage, version) means two writers never both win.
     version = IntegerField(default=1)
+    # The dispatch job a worker is on for it (queued or running; `machines/job.py`'s ACTIVE), kept with every move of
+    # that job, so the Needs-you list stays an index range and a ticket reads its job without another statement.
+    job_id = BigIntegerField(null=True)
+    job_state = CharField(max_length=16, null=True)
     stage_changed_at = UTCDateTimeField()
     created_at = UTCDateTimeField()
     updated_at = UTCDateTimeField()
@@ -261,7 +266,7 @@ class RouterDecision(BaseModel):
     gates = JSONTextField()
     envelope = JSONTextField(null=True)
     errors = JSONTextField(null=True)
-    # What the gates applied and read (`domain/router/policy.Policy.as_dict`, `board_view.Facts.as_dict`); None
+    # What the gates applied and read (`domain/policy/document.Policy.as_dict`, `board_view.Facts.as_dict`); None
     # on a rejected envelope and on decisions recorded before schema version 4 (not replayable).
     policy = JSONTextField(null=True)
     facts = JSONTextField(null=True)
@@ -272,6 +277,8 @@ class RouterDecision(BaseModel):
     # key, so the two tables refer to each other only one way).
     dispatched = BooleanField(default=False)
     job_id = BigIntegerField(null=True)
+    # While dispatch was paused: the job it would have queued waits, `held` (schema version 9).
+    held = BooleanField(default=False)
 
     class Meta:
         indexes = (
@@ -279,7 +286,7 @@ class RouterDecision(BaseModel):
             (("source", "id"), False),
             (("subject_id", "id"), False),
             (("evaluated_at",), False),
-            # The retry-budget gate counts a ticket's fixer dispatches of the last day.
+            # Before the loop, the retry-budget gate counted a ticket's fixer decisions of the last day here.
             (("subject_id", "role", "outcome", "evaluated_at"), False),
         )
 
@@ -399,23 +406,59 @@ class RouterPolicyVersion(BaseModel):
     replaces = BigIntegerField(unique=True)
 
 
+# A JSON document as a JSON column holds it.
+JSON = dict[str, object] | list[object] | str | int | float | bool | None
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """A dispatch job as every reader holds it (`storage/jobs.py` reads `DispatchJob` rows into these): declared, its
+    fields those of the model in the table's order, each named as a model instance reads it (a test holds the two
+    together)."""
+
+    id: int
+    decision_id: int
+    event_id: str | None
+    ticket: str
+    role: str
+    rule: str | None
+    state: str
+    bay: str | None
+    worker: str | None
+    attempts: int
+    created_at: datetime
+    claimed_at: datetime | None
+    heartbeat_at: datetime | None
+    leased_until: datetime | None
+    finished_at: datetime | None
+    result: JSON
+    forge_pull_request: str | None
+    forge_comment: str | None
+    forge_error: str | None
+    forge_state: str
+    failure_kind: str | None
+    failure_detail: str | None
+    retry_of: int | None
+    head_sha: str | None
+    worker_principal: str | None
+
+
 class DispatchJob(BaseModel):
     """A job a live rule's decision queued for a worker in a bay (`domain/dispatch/jobs.py`): queued, running under
     a lease, then succeeded, failed or cancelled; and what its output had the service write to the forge."""
 
     id = BigAutoField()
-    # One job per decision at most: a redelivered event records no second decision, and this is the backstop.
-    decision = ForeignKeyField(RouterDecision, column_name="decision_id", unique=True, on_delete="CASCADE")
+    # The decision that queued it; an operator's retry queues another job for the same decision (`retry_of`).
+    decision = ForeignKeyField(RouterDecision, column_name="decision_id", on_delete="CASCADE")
     event_id = CharField(max_length=200, null=True)
     ticket = CharField(max_length=64)
     role = CharField(max_length=16)
     rule = CharField(max_length=64, null=True)
-    state = CharField(max_length=16)  # queued, running, succeeded, failed, cancelled
+    state = CharField(max_length=16)  # machines/job.py: queued, held, running, succeeded, failed, cancelled
     bay = CharField(max_length=64, null=True)
-    # The worker account that claimed it last (kept after the job ends: it may still read what it held), and which
-    # principal of that name (`Account.principal`): a name removed and added again is another worker.
+    # The worker account that claimed it last (kept after the job ends: it may still read what it held); which
+    # principal of that name is `worker_principal`, below.
     worker = CharField(max_length=64, null=True)
-    worker_principal = CharField(max_length=32, null=True)
     attempts = IntegerField(default=0)
     created_at = UTCDateTimeField()
     claimed_at = UTCDateTimeField(null=True)
@@ -426,15 +469,75 @@ class DispatchJob(BaseModel):
     forge_pull_request = TextField(null=True)
     forge_comment = TextField(null=True)
     forge_error = TextField(null=True)
-    cancel_reason = TextField(null=True)
+    # machines/forge_write.py: none, held, pending, written, failed, dropped.
+    forge_state = CharField(max_length=16, default="none")
+    # Why it failed or was cancelled: output, worker, lease, forge or cancelled, and in words (schema version 9
+    # renamed `cancel_reason`, which held every kind, to `failure_detail`).
+    failure_kind = CharField(max_length=16, null=True)
+    failure_detail = TextField(null=True)
+    # The job an operator's retry ran again (None: the decision's first job).
+    retry_of = BigIntegerField(null=True)
+    # A fixer's failing head: one fixer job per failing head of a ticket's pull request.
+    head_sha = CharField(max_length=64, null=True)
+    # Which principal of the name `worker` claimed it (`Account.principal`): a name removed and added again is another
+    # worker, to which this job does not belong.
+    worker_principal = CharField(max_length=32, null=True)
 
     class Meta:
+        record = Job  # what `storage.statements` reads its rows into
         indexes = (
             # The oldest queued job (a claim), the running ones by lease (the reaper), a ticket's, a worker's.
             (("state", "id"), False),
             (("state", "leased_until"), False),
             (("ticket", "id"), False),
             (("worker", "id"), False),
+        )
+
+
+@dataclass(slots=True, eq=False)
+class PullRequestRecord:
+    """A ticket's pull request as its readers hold it (`storage/pull_requests.py`): the fields of `PullRequest`."""
+
+    ticket_key: str
+    forge: str
+    repo: str | None
+    number: int | None
+    url: str | None
+    branch: str | None
+    state: str
+    head_sha: str | None
+    merge_commit_sha: str | None
+    job_id: int | None
+    green_at: datetime | None
+    updated_at: datetime
+
+
+class PullRequest(BaseModel):
+    """A ticket's pull request (GitLab: merge request), as the loop follows it (`domain/dispatch/pull_requests.py`):
+    the one the service opened for its job, or the forge's whose branch or title names the ticket. Its latest head
+    and, once merged, its merge commit are what pipeline events are matched against."""
+
+    ticket = ForeignKeyField(Ticket, column_name="ticket_key", primary_key=True, on_delete="CASCADE")
+    forge = CharField(max_length=16)  # github or gitlab
+    repo = CharField(max_length=200, null=True)
+    number = IntegerField(null=True)
+    url = TextField(null=True)
+    branch = CharField(max_length=255, null=True)
+    state = CharField(max_length=16)  # open, merged, closed
+    head_sha = CharField(max_length=64, null=True)
+    merge_commit_sha = CharField(max_length=64, null=True)
+    # The job whose output the service opened it from (None: the team opened it).
+    job_id = BigIntegerField(null=True)
+    # When a pipeline last passed on its latest head: a ticket's fixer jobs are counted from then on.
+    green_at = UTCDateTimeField(null=True)
+    updated_at = UTCDateTimeField()
+
+    class Meta:
+        record = PullRequestRecord
+        indexes = (
+            (("head_sha",), False),
+            (("merge_commit_sha",), False),
+            (("repo", "number"), False),
         )
 
 
@@ -493,6 +596,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     ScorecardMark,
     RouterPolicyVersion,
     DispatchJob,
+    PullRequest,
 )
 
 

@@ -90,7 +90,11 @@ def _prepared(key: tuple, compose: Callable[..., Statement], *args: Any) -> tupl
 @functools.cache
 def record_type(model: type[Model]) -> type:
     """The record of `model`'s rows: a dataclass of its fields in the table's order, each named as a model instance
-    reads it (a foreign key by its id), compared by identity like the rows it stands for."""
+    reads it (a foreign key by its id), compared by identity like the rows it stands for. A model whose `Meta`
+    declares its `record` (a typed dataclass of those fields, in that order) is read into that one."""
+    declared = getattr(model._meta, "record", None)
+    if declared is not None:
+        return declared
     fields = [(_attribute(field), Any) for field in model._meta.sorted_fields]
     return dataclasses.make_dataclass(f"{model.__name__}Record", fields, slots=True, eq=False)
 

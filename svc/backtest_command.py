@@ -18,9 +18,9 @@ from peewee import InterfaceError, OperationalError, ProgrammingError
 import contracts
 from domain.clock import BadTimestamp, parse_timestamp
 from domain.config import Config
+from domain.policy.document import Policy
+from domain.policy.in_force import PolicyInForce
 from domain.router.backtest import backtest
-from domain.router.policy import Policy
-from domain.router.policy_versions import PolicyInForce
 from storage import db
 
 
@@ -58,7 +58,7 @@ def run(
     try:
         with db.connection():
             candidate = PolicyInForce(Policy.from_config(config))().changed(**knobs)
-            report = backtest(candidate, since=start, until=end)
+            report = backtest(candidate, since=start, until=end, max_age=config.dispatch_max_age_seconds)
     except (OperationalError, ProgrammingError, InterfaceError) as exc:
         err.write(
             f"svc backtest: cannot read the recorded decisions ({type(exc).__name__}: {exc}); start the service once "

@@ -539,7 +539,12 @@ def dispatch(args: argparse.Namespace) -> int:
         if args.action == "show":
             return dispatch_command.show(output=args.format, out=sys.stdout)
         return dispatch_command.change(
-            paused=args.action == "pause", reason=args.reason, clock=system_clock, out=sys.stdout, err=sys.stderr
+            paused=args.action == "pause",
+            reason=args.reason,
+            config=config,
+            clock=system_clock,
+            out=sys.stdout,
+            err=sys.stderr,
         )
 
 
@@ -696,7 +701,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--save-snapshot", metavar="SNAPSHOT.json", help="write the database's current board as a snapshot and exit"
     )
     again.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of the policy's)")
-    again.add_argument("--retry-budget", type=int, metavar="N", help="fixer dispatches per ticket per day")
+    again.add_argument(
+        "--retry-budget", type=int, metavar="N", help="fixer jobs per ticket since its last green pipeline"
+    )
     again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
     sub.add_parser(
         "reconcile",
@@ -716,7 +723,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trial.add_argument("--allowlist", metavar="IDS", help="comma-separated actor ids (instead of the policy's)")
     # Numbers are read by the command itself, so a bad one is one line saying so (exit 2), as for every input.
-    trial.add_argument("--retry-budget", metavar="N", help="fixer dispatches per ticket per day")
+    trial.add_argument("--retry-budget", metavar="N", help="fixer jobs per ticket since its last green pipeline")
     trial.add_argument("--fleet-size", metavar="N", help="tickets that may hold a slot in execute or ci")
     trial.add_argument("--max-flips", metavar="N", help="exit 1 when more than N decisions flip (for CI)")
     trial.add_argument("--format", choices=("text", "json"), default="text", help="text for people (default), json")

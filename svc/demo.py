@@ -43,11 +43,11 @@ from domain.config import Config
 from domain.ops.agents import OpsAgents
 from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
 from domain.ops.schedules import AGENTS
+from domain.policy.document import Policy
 from domain.router import scorecard
 from domain.router.backtest import Report, backtest
 from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
-from domain.router.policy import Policy
 from domain.router.policy_versions import Thresholds
 from domain.router.policy_versions import adopt as adopt_policy
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
@@ -74,6 +74,7 @@ DEMO_ALLOWLIST = frozenset(
     {"svc:ada", ADA_LINEAR, "github:svc-coder[bot]", "github:github-actions", "gitlab:gitlab-ci", "svc:poller"}
 )
 PORT_12_ISSUE = "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9"  # the Linear issue of the example payloads
+GRACE = "svc:grace"  # who moves tickets on the board and is on no allowlist
 DAYS = 14
 # The poller runs every five minutes over these last hours, then stops: the agents strip shows it late.
 POLLER_FROM = timedelta(hours=3)
@@ -223,10 +224,11 @@ def fill(config: Config, *, end: datetime, force: bool = False) -> Filled:
         policy = policy_in_force(config)
         story = Story(demo_config(config, policy), end)
         story.play()
-        # What one more bay would have let through: the question the fleet gate's scorecard row raises.
-        fleet = policy.fleet_size + 1
+        # What letting Grace through would change: the question the authorization gate's scorecard row raises.
+        widened = sorted(policy.allowlist | {GRACE})
         suggestion = Suggestion(
-            f"svc backtest --fleet-size {fleet}", backtest(policy.changed(fleet_size=fleet), list_at_most=0)
+            f"svc backtest --allowlist {','.join(widened)}",
+            backtest(policy.changed(allowlist=widened), list_at_most=0, max_age=config.dispatch_max_age_seconds),
         )
         return Filled(reset.row_counts(), decisions.count_by_outcome(), end, policy, suggestion)
 
@@ -611,7 +613,7 @@ def run(config: Config, *, force: bool, end: datetime, out: TextIO, err: TextIO)
         f"{config.data_dir / 'credentials.env'} unless SVC_BASIC_AUTH is set).\n"
         f"svc demo: {_policy_words(filled.policy)}\n"
         f'svc demo: the decisions page says whether the router was right, and its "Try a policy" starts from the '
-        f"policy in force, where nothing flips; what would one more bay change? {filled.suggestion.words()}.",
+        f"policy in force, where nothing flips; what would letting Grace through change? {filled.suggestion.words()}.",
         file=out,
     )
     return 0

@@ -9,7 +9,9 @@ from typing import TextIO
 
 import contracts
 from domain.clock import Clock, iso
+from domain.config import Config
 from domain.dispatch import switch
+from domain.dispatch.jobs import Dispatch
 
 # What `PUT router/dispatch` takes for a reason (`router-dispatch-put.json`).
 REASON_LENGTH = contracts.part("router-dispatch-put.json", "/properties/reason")["maxLength"]
@@ -36,8 +38,9 @@ def show(*, output: str, out: TextIO) -> int:
     return 0
 
 
-def change(*, paused: bool, reason: str | None, clock: Clock, out: TextIO, err: TextIO) -> int:
-    """Pause (a reason required) or resume: exit 0, or 2 when the reason cannot be used (nothing changed)."""
+def change(*, paused: bool, reason: str | None, config: Config, clock: Clock, out: TextIO, err: TextIO) -> int:
+    """Pause (a reason required) or resume (the held jobs queued, the held forge writes let go): exit 0, or 2 when
+    the reason cannot be used (nothing changed)."""
     if reason is not None and not 0 < len(reason.strip()) <= REASON_LENGTH:
         err.write(
             f"svc dispatch: --reason must say why, in 1 to {REASON_LENGTH} characters (it is shown on the board)\n"
@@ -46,7 +49,9 @@ def change(*, paused: bool, reason: str | None, clock: Clock, out: TextIO, err: 
     if paused and reason is None:
         err.write("svc dispatch pause: --reason TEXT is required (it is shown on every page of the board)\n")
         return 2
-    found = switch.set(paused=paused, reason=reason, actor=actor(), clock=clock)
+    from jobs.assembly import board
+
+    found = Dispatch(config, clock, board(config, clock)).set_switch(paused=paused, reason=reason, actor=actor())
     out.write(f"svc dispatch: {describe(found)}\n")
     return 0
 

@@ -15,8 +15,8 @@ from typing import Any, TextIO
 import contracts
 from domain.clock import Clock, iso
 from domain.errors import NotEarned
+from domain.policy.rules import when_words
 from domain.router import policy_versions
-from domain.router.rules import when_words
 
 # A whole policy, as `svc policy set` and `PUT router/policy` take it.
 DOCUMENT = "router-policy.json#/$defs/document"

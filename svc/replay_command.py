@@ -15,9 +15,9 @@ from peewee import InterfaceError, OperationalError, ProgrammingError
 import contracts
 from domain.clock import system_clock
 from domain.config import Config
+from domain.policy.document import Policy
+from domain.policy.in_force import PolicyInForce
 from domain.router.board_view import SnapshotBoardView, dump_snapshot
-from domain.router.policy import Policy
-from domain.router.policy_versions import PolicyInForce
 from domain.router.replay import replay
 from storage import db
 

@@ -136,7 +136,7 @@ def dispatch(base: str, *, running: str, queued: tuple[str, ...]) -> dict[str, i
     `queued`, of the fixture's active initiative), and the first claimed by worker `bay-2` in its bay; each ticket's
     job id."""
     from domain import accounts
-    from domain.router.policy import FIRST_RULES
+    from domain.policy.document import FIRST_RULES
     from storage import db as storage_db
 
     with storage_db.connection():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from domain.router.policy import FIRST_RULES
+from domain.policy.document import FIRST_RULES
 
 from conftest import CI_SECRET
 from events_kit import ALLOWLIST, seed_board
@@ -48,7 +48,9 @@ def make_job(key: str, *, at=None) -> int:
     from datetime import UTC, datetime
 
     from domain import units
-    from domain.dispatch import jobs
+    from domain.board import Board
+    from domain.config import Config
+    from domain.dispatch.jobs import Dispatch
     from domain.router.gates import GATES
     from storage import decisions
 
@@ -70,9 +72,16 @@ def make_job(key: str, *, at=None) -> int:
             rule="coder",
             dispatched=False,
         )
-        return jobs.queue(
-            decision_id=decision.id, event_id=f"made:{key}", ticket=key, role="coder", rule="coder", at=when
-        )
+        dispatch = Dispatch(Config(), lambda: when, Board(Config(), lambda: when))
+        return dispatch.queue(
+            decision_id=decision.id,
+            event_id=f"made:{key}",
+            ticket=key,
+            role="coder",
+            rule="coder",
+            head_sha=None,
+            at=when,
+        ).job_id
 
     return units.run(work)
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from datetime import datetime
 from typing import Any
+
+from domain.clock import iso
 
 _ids = itertools.count(1)
 
@@ -26,9 +29,11 @@ def envelope(
     to: str | None = None,
     initiative: str | None = "portfolio",
     event_id: str | None = None,
+    at: datetime | None = None,
 ) -> dict[str, Any]:
     """A valid svc.normalized-event/v0 envelope. `state_changed` to `execute` matches the coder rule and
-    `pipeline_failed` the fixer rule."""
+    `pipeline_failed` the fixer rule. It happened at `at` (a test's clock, so that it is fresh when judged), else at
+    the test clock's start."""
     transition: dict[str, Any] = {"kind": kind}
     if kind == "state_changed":
         transition.update({"from": "queued", "to": to or "execute"})
@@ -40,7 +45,7 @@ def envelope(
     document = {
         "schema": "svc.normalized-event/v0",
         "id": event_id or f"test:{next(_ids)}",
-        "occurred_at": "2026-11-20T10:00:00Z",
+        "occurred_at": iso(at) if at is not None else "2026-11-20T10:00:00Z",
         "source": SOURCE_OF.get(kind, "svc"),
         "transition": transition,
         "subject": subject,

@@ -1,42 +1,45 @@
-"""Dispatch jobs over HTTP (`domain/dispatch/jobs.py`): a worker's claim, heartbeat and result; people list, read and
-cancel jobs. Thin: each responder is one domain call and its answer."""
+"""Dispatch jobs over HTTP (`domain/dispatch/jobs.py`, `domain/dispatch/forge.py`): a worker's claim, heartbeat and
+result; people list, read, cancel and run jobs again, and retry a forge write. Thin: each responder is one domain
+call and its answer. A job id in a path is read by `params.job_id` (ASCII digits; anything else is no job)."""
 
 from __future__ import annotations
 
 import falcon
 
-from api import params, representations
+from api import body, params, representations
 from api.errors import Problem
 from api.operations import CURSOR, IDENTIFIER, LIMIT, WORKERS_ONLY, WORKERS_TOO, Operation, Param
 from domain.accounts import WORKER
 from domain.clock import iso
 from domain.dispatch import workers
-from domain.dispatch.jobs import STATES, Dispatch
-from domain.errors import NotFound
+from domain.dispatch.forge import ForgeWrites
+from domain.dispatch.jobs import STATES, Dispatch, Idle
 
-_JOB_ID = Param("job_id", {"type": "integer", "minimum": 1}, "The job's id.", location="path", required=True)
+_JOB_ID = Param(
+    "job_id",
+    {"type": "string", "pattern": "^[0-9]{1,19}$"},
+    "The job's id: ASCII digits (anything else, a sign or a space included, is 404).",
+    location="path",
+    required=True,
+)
 _WORKER_ERRORS = {401: "problem.json", 403: "problem.json", 404: "problem.json", 409: "problem.json"}
-
-
-def _job_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise NotFound("job", text) from None
-    if not 0 < value < 2**63:
-        raise NotFound("job", text)
-    return value
+# The header a 204 to a claim says why in: paused, bay-held, fleet-full or nothing-queued.
+IDLE_REASON = "Svc-Idle-Reason"
 
 
 class Claim:
     operations = {
         "POST": Operation(
-            "A worker claims the oldest queued job for its bay: 200 with the job, its envelope and ticket, and the "
-            "lease; 204 when nothing is queued, the policy's fleet size of jobs already run, or dispatch is paused; "
-            "403 for a bay other than the worker's own; 409 while the worker holds a running job (before any 204), "
-            "or when the bay is held by another ticket (workers only)",
+            "A worker claims the oldest queued job its bay may run: 200 with the job, its envelope and ticket, and "
+            "the lease. 204 when there is none, with `Svc-Idle-Reason` saying why (the first that applies): paused "
+            "(dispatch is paused), bay-held (the bay holds a ticket's pull request and that ticket has nothing "
+            "queued: the bay is freed when the ticket is done), fleet-full (the policy's fleet size of jobs run), "
+            "nothing-queued. A fixer job of a ticket that holds a bay is claimed only into that bay. 403 for a bay "
+            "other than the worker's own; 409 while the worker holds a running job (before any 204), or when the "
+            "bay was claimed by a person for a ticket the service never ran (workers only)",
             request="dispatch-claim.json",
             responses={200: "dispatch-claim-answer.json", 204: None, **_WORKER_ERRORS, 422: "problem.json"},
+            response_notes={204: "Nothing to claim: `Svc-Idle-Reason: paused|bay-held|fleet-full|nothing-queued`."},
             tags=("dispatch",),
             workers=WORKERS_ONLY,
         ),
@@ -47,8 +50,9 @@ class Claim:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         claimed = self.dispatch.claim(req.context.body["bay"], worker=req.context.identity.actor)
-        if claimed is None:
+        if isinstance(claimed, Idle):
             resp.status = falcon.HTTP_204
+            resp.set_header(IDLE_REASON, claimed.reason)
             return
         job = representations.job(claimed.job)
         job["envelope"] = claimed.envelope
@@ -74,7 +78,7 @@ class Heartbeat:
         self.dispatch = dispatch
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        beat = self.dispatch.heartbeat(_job_id(job_id), worker=req.context.identity.actor)
+        beat = self.dispatch.heartbeat(params.job_id(job_id), worker=req.context.identity.actor)
         resp.media = {"leased_until": iso(beat.leased_until), "cancel": beat.cancel, "reason": beat.reason}
 
 
@@ -82,11 +86,14 @@ class Result:
     operations = {
         "POST": Operation(
             "A worker hands back its output (svc.worker-output/v0): the output gate checks it against the schema, the "
-            "job's ticket and role, and the branch prefix. Refused: 422 naming every violation, the job failed, "
-            "nothing written to the forge. Accepted: 200 with the job (changes_ready queues the forge writes). 409 "
-            "for a job it does not hold or that is no longer running (workers only)",
+            "job's ticket and role, and the branch prefix. Refused: 422 naming every violation (problem type "
+            "output-refused), the job failed, nothing written to the forge. A body that is not a JSON object (not "
+            "JSON, empty, an array, another media type): 422 with problem type bad-output, the job failed with the "
+            "first 4 KiB of the text. Accepted: 200 with the job (changes_ready queues the forge write; held while "
+            "dispatch is paused). 409 for a job it does not hold or that is no longer running, a cancelled one "
+            "included: nothing is written (workers only)",
             request="worker-output.json",
-            request_checked="dispatch-result-submission.json",
+            raw_body=True,
             responses={200: "dispatch-job.json", **_WORKER_ERRORS, 413: "problem.json", 422: "problem.json"},
             params=(_JOB_ID,),
             tags=("dispatch",),
@@ -98,7 +105,19 @@ class Result:
         self.dispatch = dispatch
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        finished = self.dispatch.result(_job_id(job_id), req.context.body, worker=req.context.identity.actor)
+        ident, worker = params.job_id(job_id), req.context.identity.actor
+        raw: bytes = req.context.raw_body
+        document = body.json_object(raw) if body.is_json_media(req.content_type) else None
+        if document is None:
+            failed = self.dispatch.bad_output(ident, raw.decode("utf-8", "replace"), worker=worker)
+            raise Problem(
+                422,
+                "bad-output",
+                f"the result is not a JSON object (svc.worker-output/v0): job {failed.id} failed and nothing was "
+                "written to the forge",
+                extra={"job": representations.job(failed)},
+            )
+        finished = self.dispatch.result(ident, document, worker=worker)
         if finished.refused:
             errors = [v.as_dict() for v in finished.violations]
             raise Problem(
@@ -171,7 +190,7 @@ class Job:
         self.dispatch = dispatch
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        ident = _job_id(job_id)
+        ident = params.job_id(job_id)
         identity = req.context.identity
         if identity.role == WORKER:
             self.dispatch.check_worker_reads_job(identity.actor, ident)
@@ -181,7 +200,8 @@ class Job:
 class Cancel:
     operations = {
         "POST": Operation(
-            "Cancel a queued or running job (its worker's next heartbeat says cancel); 409 for a finished one",
+            "Cancel a held, queued or running job (its worker's next heartbeat says cancel; a result it sends after "
+            "is 409 and writes nothing); 409 for one that ended",
             request="ticket-action.json",
             request_optional=True,
             responses={200: "dispatch-job.json", **_WORKER_ERRORS, 422: "problem.json"},
@@ -195,9 +215,55 @@ class Cancel:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         row = self.dispatch.cancel(
-            _job_id(job_id), actor=req.context.identity.actor, reason=req.context.body.get("reason")
+            params.job_id(job_id), actor=req.context.identity.actor, reason=req.context.body.get("reason")
         )
         resp.media = representations.job(row)
+
+
+class Retry:
+    operations = {
+        "POST": Operation(
+            "Run a failed or cancelled job again (operator): 201 with a new job for the same decision, ticket and "
+            "role, queued (held while dispatch is paused), retry_of the old one; 409 when the job did not end so, "
+            "its ticket is finished, or the ticket has a job held, queued or running",
+            request="ops-empty-request.json",
+            request_optional=True,
+            responses={201: "dispatch-job.json", **_WORKER_ERRORS, 422: "problem.json"},
+            params=(_JOB_ID,),
+            tags=("dispatch",),
+        ),
+    }
+
+    def __init__(self, dispatch: Dispatch):
+        self.dispatch = dispatch
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        made = self.dispatch.retry(params.job_id(job_id), actor=req.context.identity.actor)
+        resp.status = falcon.HTTP_201
+        resp.location = f"/api/v1/dispatch/jobs/{made.id}"
+        resp.media = representations.job(made)
+
+
+class ForgeRetry:
+    operations = {
+        "POST": Operation(
+            "Queue a failed forge write of a job again (operator): 202 with the job, its forge.state pending; 409 "
+            "unless its forge write failed",
+            request="ops-empty-request.json",
+            request_optional=True,
+            responses={202: "dispatch-job.json", **_WORKER_ERRORS, 422: "problem.json"},
+            params=(_JOB_ID,),
+            tags=("dispatch",),
+        ),
+    }
+
+    def __init__(self, writes: ForgeWrites):
+        self.writes = writes
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        job = self.writes.retry(params.job_id(job_id), actor=req.context.identity.actor)
+        resp.status = falcon.HTTP_202
+        resp.media = representations.job(job)
 
 
 def routes(services) -> list[tuple[str, object]]:
@@ -210,4 +276,6 @@ def routes(services) -> list[tuple[str, object]]:
         ("/api/v1/dispatch/jobs/{job_id}/heartbeat", Heartbeat(dispatch)),
         ("/api/v1/dispatch/jobs/{job_id}/result", Result(dispatch)),
         ("/api/v1/dispatch/jobs/{job_id}/cancel", Cancel(dispatch)),
+        ("/api/v1/dispatch/jobs/{job_id}/retry", Retry(dispatch)),
+        ("/api/v1/dispatch/jobs/{job_id}/forge/retry", ForgeRetry(services.forge_writes)),
     ]

@@ -142,13 +142,19 @@ def _webhook_operation(
     )
 
 
+# `?include=own`: the service's own events' decisions, left out otherwise.
+INCLUDE_OWN = "own"
+
+
 class Decisions:
     operations = {
         "GET": Operation(
-            "Recorded shadow-mode router decisions, newest first",
+            "Recorded router decisions, newest first; the service's own (outcome own: its board events by the system "
+            "or a worker, the forge events of its own forge account) only with include=own, or asked for by outcome",
             responses={200: "router-decision-list.json", 400: "problem.json", 401: "problem.json"},
             params=(
                 Param("outcome", {"type": "string", "enum": list(OUTCOMES)}),
+                Param("include", {"type": "string", "enum": [INCLUDE_OWN]}, "own: the service's own events too."),
                 Param("source", {"type": "string", "enum": list(SOURCES)}),
                 Param("subject_id", {**IDENTIFIER, "maxLength": 128}, "A ticket key, for example PORT-12."),
                 Param("since", {"type": "string", "format": "date-time"}, "Only decisions evaluated at or after."),
@@ -170,6 +176,7 @@ class Decisions:
             source=params.choice(req, "source", SOURCES),
             subject_id=params.text(req, "subject_id", max_length=128),
             since=params.timestamp(req, "since"),
+            include_own=params.choice(req, "include", (INCLUDE_OWN,)) == INCLUDE_OWN,
         )
         resp.media = representations.page("decisions", [representations.decision(r) for r in rows], after)
 

@@ -9,8 +9,8 @@ import falcon
 from api import conditional, params, representations
 from api.operations import CURSOR, LIMIT, Operation
 from domain.errors import NotFound
+from domain.policy.document import MAX_RULES
 from domain.router import policy_versions
-from domain.router.policy import MAX_RULES
 
 
 class RouterPolicy:

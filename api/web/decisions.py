@@ -12,12 +12,14 @@ from domain.router.shadow import OUTCOMES, SOURCES
 from storage.models import RouterDecision
 
 OUTCOME_WORDS = {
+    "own": "the service's own",
+    "stuck": "stuck",
     "would_dispatch": "would dispatch",
     "blocked": "blocked",
     "no_action": "no action",
     "rejected": "rejected",
 }
-OUTCOME_SYMBOLS = {"would_dispatch": "▶", "blocked": "✗", "no_action": "○", "rejected": "⚠"}
+OUTCOME_SYMBOLS = {"own": "·", "stuck": "⛔", "would_dispatch": "▶", "blocked": "✗", "no_action": "○", "rejected": "⚠"}
 OUTCOME_CHOICES = tuple((outcome, OUTCOME_WORDS[outcome]) for outcome in OUTCOMES)
 SOURCE_CHOICES = tuple((source, source) for source in SOURCES)
 
@@ -75,9 +77,13 @@ def headline(row: RouterDecision) -> str:
     words = OUTCOME_WORDS.get(row.outcome, row.outcome)
     if row.outcome == "would_dispatch" and row.role and getattr(row, "dispatched", False):
         return f"dispatched {row.role}"
+    if row.outcome == "would_dispatch" and row.role and getattr(row, "held", False):
+        return f"{row.role} held: dispatch is paused"
     if row.outcome == "would_dispatch" and row.role and getattr(row, "mode", "shadow") == "live":
-        # A live rule's passing decision that queued nothing: dispatch was paused when it was taken.
-        return f"{words} {row.role} (dispatch paused)"
+        # A live rule's passing decision that queued nothing: recorded only (an imported event).
+        return f"{words} {row.role} (not dispatched)"
+    if row.outcome == "stuck":
+        return "stuck: the fixer's retry budget is spent, the ticket is blocked"
     if row.outcome == "would_dispatch" and row.role:
         return f"{words} {row.role}"
     if row.outcome == "blocked" and row.role:
@@ -102,5 +108,5 @@ def describe(row: RouterDecision, on_board: set[str]) -> DecisionView:
         # Decisions record their matched rule's name once the router's rules are data; until then, the role.
         rule=getattr(row, "rule", None) or row.role,
         mode=getattr(row, "mode", None) or "shadow",
-        job_id=row.job_id if getattr(row, "dispatched", False) else None,
+        job_id=row.job_id if getattr(row, "dispatched", False) or getattr(row, "held", False) else None,
     )

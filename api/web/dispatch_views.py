@@ -1,7 +1,8 @@
 """Dispatch jobs on the web board (`domain/dispatch/`): a job's own page (`/jobs/{id}`: its decision, state, bay and
-worker, its times, its output read as words, what the service wrote to the forge, why anything was refused, and a
-Cancel control), and how a job reads on the board's bays panel, its queue and the scorecard. It reads through the
-units `GET /api/v1/dispatch/jobs/{id}` uses."""
+worker, its times, its output read as words, what the service wrote to the forge and what became of it, why it
+failed, and for an operator Cancel, Run again and Retry the forge write), and how a job reads on the board's bays
+panel, its queue (saying why each job waits) and the scorecard. It reads through the units `GET
+/api/v1/dispatch/jobs/{id}` uses."""
 
 from __future__ import annotations
 
@@ -11,23 +12,45 @@ from typing import Any
 
 import falcon
 
+from api import params
 from api.operations import Param
 from api.web import decisions, freshness
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
-from domain.dispatch.jobs import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED
+from contracts.envelope import CHANGES_READY, WORKER_OUTPUT_MEMBERS
 from domain.errors import NotFound
+from machines import forge_write
+from machines.job import CANCELLABLE, CANCELLED, FAILED, HELD, QUEUED, RETRYABLE, RUNNING, SUCCEEDED
+from storage.jobs import Job
 
 # Files of an output listed on its job's page; the rest are counted (an output may name 9,999).
 FILES_SHOWN = 100
 STATE_WORDS = {
     QUEUED: "queued: waiting for a worker's claim",
+    HELD: "held: dispatch is paused; it is queued when it resumes",
     RUNNING: "running in a bay",
     SUCCEEDED: "succeeded",
     FAILED: "failed",
     CANCELLED: "cancelled",
 }
-STATE_SYMBOLS = {QUEUED: "◷", RUNNING: "▶", SUCCEEDED: "✓", FAILED: "✗", CANCELLED: "○"}
+STATE_SYMBOLS = {QUEUED: "◷", HELD: "⏸", RUNNING: "▶", SUCCEEDED: "✓", FAILED: "✗", CANCELLED: "○"}
+# What became of a job's forge write, in words (`forge.state`).
+FORGE_WORDS = {
+    forge_write.NONE: "nothing to write",
+    forge_write.HELD: "held: dispatch is paused; it goes out when it resumes",
+    forge_write.PENDING: "queued: the jobs process writes it with the service's own credentials",
+    forge_write.WRITTEN: "written",
+    forge_write.FAILED: "failed: nothing more was written",
+    forge_write.DROPPED: "dropped: its ticket was finished before it went out",
+}
+# Why a failure happened, in words (`failure.kind`).
+FAILURE_WORDS = {
+    "output": "its output was refused",
+    "worker": "the worker said it failed",
+    "lease": "its lease ran out too often",
+    "forge": "the forge refused its write",
+    "cancelled": "it was cancelled",
+}
 # What moves a job's page besides its own row: its ticket (on the board or not) and its decision's page link.
 PARTS = ("jobs", "tickets")
 
@@ -65,8 +88,7 @@ def output_of(result: Any) -> Output | None:
     ]
     files = [str(f) for f in result.get("files_changed") or [] if isinstance(f, str | int | float)]
     pull_request = result.get("pull_request") if isinstance(result.get("pull_request"), dict) else None
-    named = {"schema", "ticket", "role", "status", "summary", "event_id", "branch", "commits", "files_changed"}
-    named |= {"pull_request", "comment"}
+    named = set(WORKER_OUTPUT_MEMBERS)
     return Output(
         status=_text(result.get("status")),
         summary=_text(result.get("summary")),
@@ -82,34 +104,50 @@ def output_of(result: Any) -> Output | None:
 
 @dataclass(frozen=True)
 class JobView:
-    row: Any
+    row: Job
     state_words: str
     symbol: str
     output: Output | None
     last_heartbeat: datetime | None
-    # Why it failed or was cancelled, in words (the output gate's violations, a lease that ran out, who cancelled).
+    # Why it failed or was cancelled, in words (the output gate's violations, a lease that ran out, who cancelled,
+    # the forge's own words), and what kind of failure that was.
     reason: str | None
-    forge_pending: bool
+    failure_words: str | None
+    forge_words: str
 
     @property
     def cancellable(self) -> bool:
-        return self.row.state in (QUEUED, RUNNING)
+        return self.row.state in CANCELLABLE
+
+    @property
+    def retryable(self) -> bool:
+        """An operator may run it again (a new job): it failed or was cancelled."""
+        return self.row.state in RETRYABLE
+
+    @property
+    def forge_retryable(self) -> bool:
+        return self.row.forge_state == forge_write.FAILED
+
+    @property
+    def forge_pending(self) -> bool:
+        """Accepted with changes, and the jobs process has not written (nor given up on) the pull request yet."""
+        return (
+            self.row.forge_state in (forge_write.PENDING, forge_write.HELD)
+            and self.output is not None
+            and (self.output.status == CHANGES_READY)
+        )
 
 
-def describe(row: Any) -> JobView:
-    output = output_of(row.result)
+def describe(row: Job) -> JobView:
     return JobView(
         row=row,
         state_words=STATE_WORDS.get(row.state, row.state),
         symbol=STATE_SYMBOLS.get(row.state, "•"),
-        output=output,
+        output=output_of(row.result),
         last_heartbeat=row.heartbeat_at if row.state == RUNNING else None,
-        reason=row.cancel_reason,
-        # Accepted with changes, and the jobs process has not written (nor given up on) the pull request yet.
-        forge_pending=row.state == SUCCEEDED
-        and output is not None
-        and output.status == "changes_ready"
-        and not (row.forge_pull_request or row.forge_error),
+        reason=row.failure_detail,
+        failure_words=FAILURE_WORDS.get(row.failure_kind or ""),
+        forge_words=FORGE_WORDS.get(row.forge_state, row.forge_state),
     )
 
 
@@ -119,8 +157,9 @@ class JobPage:
 
     operations = {
         "GET": _html(
-            "One dispatch job: its decision, state, bay and worker, its output, what the service wrote to the forge, "
-            "and why anything was refused (an unknown id: a page saying so)",
+            "One dispatch job: its decision, state, bay and worker, its output, what the service wrote to the forge "
+            "and what became of it, why it failed, and for an operator Cancel, Run again and Retry the forge write "
+            "(an unknown id, or one that is not ASCII digits: a page saying so)",
             params=(Param("job_id", {"type": "string"}, "The job's id (any other text: 404).", "path", True),),
             statuses=(200, 404),
         )
@@ -131,15 +170,21 @@ class JobPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         now = self.clock()
-        row = None
-        if job_id.isdigit() and len(job_id) < 19:
-            try:
-                row = self.dispatch.job(int(job_id))
-            except NotFound:
-                row = None
+        try:
+            row = self.dispatch.job(params.job_id(job_id))
+        except NotFound:
+            row = None
         # The job's own row is read anyway (by its key): what the forge write set moves the page too.
         own = (
-            (row.state, row.leased_until, row.finished_at, row.forge_pull_request, row.forge_comment, row.forge_error)
+            (
+                row.state,
+                row.leased_until,
+                row.finished_at,
+                row.forge_state,
+                row.forge_pull_request,
+                row.forge_comment,
+                row.forge_error,
+            )
             if row is not None
             else None
         )

@@ -14,10 +14,14 @@ _WAITING = {
     "agent": "Start the worker agent on this ticket.",
     "topic_refill": "Refill what the agent needs to carry on.",
     "agent_failed": "The agent failed: read its output, fix the cause, and run it again.",
+    "forge_failed": "The forge refused the service's write: read why on its job's page, put it right, then retry the "
+    "forge write there.",
 }
 _STAGE = {
     "human_test": "Test the change on its preview, then move it to human_merge (or back to execute).",
     "human_merge": "Review and merge the pull request, then move it to ship.",
+    "blocked": "It stopped: its pull request was closed without merge, or the fixer's retry budget is spent. Look at "
+    "why on its timeline, then move it on.",
 }
 
 

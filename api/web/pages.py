@@ -57,11 +57,12 @@ class BoardPage:
         )
     }
 
-    def __init__(self, board, clock, config, outage):
+    def __init__(self, board, clock, config, outage, policy):
         self.board = board
         self.clock = clock
         self.config = config
         self.outage = outage
+        self.policy = policy  # the router's policy in force: the fleet size the queue speaks of
         self._health: tuple[datetime, health.Health] | None = None
 
     def _service_health(self, now: datetime) -> health.Health:
@@ -88,7 +89,7 @@ class BoardPage:
         choices, _ = self.board.initiatives(limit=INITIATIVES_TO_CHOOSE_FROM, cursor=None)
         running = dispatch_panel.running_by_bay()
         workers = dispatch_workers.everyone()
-        queued, queued_total = dispatch_panel.queue()
+        queued, queued_total = dispatch_panel.queue(self.policy)
         page(
             resp,
             "board.html",
@@ -426,7 +427,7 @@ class Favicon:
 def routes(services) -> list[tuple[str, object]]:
     board, clock = services.board, services.clock
     return [
-        ("/", BoardPage(board, clock, services.config, services.outage)),
+        ("/", BoardPage(board, clock, services.config, services.outage, services.router.policy)),
         ("/fragments/needs-you", NeedsYouFragment(board, clock)),
         ("/initiatives", InitiativesPage(board, clock)),
         ("/tickets/{key}", TicketPage(board, services.router, clock)),

@@ -19,10 +19,10 @@ from api.web import freshness
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from contracts import Violation
+from domain.policy.document import Policy
+from domain.policy.rules import LIVE, when_words
 from domain.router import policy_versions
-from domain.router.policy import Policy
 from domain.router.policy_versions import PolicyVersion
-from domain.router.rules import LIVE, when_words
 
 VERSIONS_PER_PAGE = 20
 # What moves the versions page: a new version.

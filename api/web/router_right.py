@@ -21,10 +21,10 @@ from api.web import decisions, freshness, policy_views
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain.dispatch import panel as dispatch_panel
-from domain.dispatch.jobs import STATES as JOB_STATES
 from domain.router import policy_versions
 from domain.router.gates import GATE_NAMES
 from domain.router.scorecard import GATE_CLASSES, ROLES, RULE_CLASSES, WINDOW_SECONDS
+from machines.job import STATES as JOB_STATES
 
 FLIPS_SHOWN = 200
 BEHIND_SHOWN = 200
@@ -176,7 +176,11 @@ class TryPolicyPage:
             # Any text: a value the form would not send is said beside its field (400), not refused as a query.
             params=(
                 Param("allowlist", {"type": "string"}, "Actor ids, one per line or comma-separated."),
-                Param("retry_budget", {"type": "string"}, "Fixer dispatches per ticket per day, 0 to 1000."),
+                Param(
+                    "retry_budget",
+                    {"type": "string"},
+                    "Fixer jobs per ticket since its last green pipeline, 0 to 1000.",
+                ),
                 Param("fleet_size", {"type": "string"}, "Tickets that may hold a slot in execute or ci, 1 to 1000."),
                 Param(
                     "rules",

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from api.web import decisions
+from contracts.envelope import CHANGES_READY
 from storage.models import TimelineEntry
 from storage.paging import decode_cursor, encode_cursor
 
@@ -184,7 +185,7 @@ def _job_claimed(data: dict[str, Any]) -> EntryView:
 
 
 def _job_succeeded(data: dict[str, Any]) -> EntryView:
-    changes = data.get("status") == "changes_ready"
+    changes = data.get("status") == CHANGES_READY
     return EntryView(
         "Job done: changes ready" if changes else "Job done: nothing to change",
         OK,
@@ -193,7 +194,36 @@ def _job_succeeded(data: dict[str, Any]) -> EntryView:
 
 
 def _job_failed(data: dict[str, Any]) -> EntryView:
-    return EntryView("Job failed", BAD, _facts(("why", data.get("reason")), ("waiting on", data.get("waiting_on"))))
+    return EntryView(
+        "Job failed",
+        BAD,
+        _facts(("why", data.get("reason")), ("failure", data.get("failure")), ("waiting on", data.get("waiting_on"))),
+    )
+
+
+def _job_retried(data: dict[str, Any]) -> EntryView:
+    return EntryView("Job run again", INFO, _facts(("as job", data.get("job_id")), ("run again", data.get("retry_of"))))
+
+
+def _forge_failed(data: dict[str, Any]) -> EntryView:
+    return EntryView(
+        "The forge refused the write",
+        BAD,
+        _facts(("forge said", data.get("error")), ("stage", _move(data)), ("waiting on", data.get("waiting_on"))),
+    )
+
+
+def _forge_retried(data: dict[str, Any]) -> EntryView:
+    return EntryView("Forge write queued again", INFO, _facts(("waiting on", data.get("waiting_on"))))
+
+
+def _pull_request_moved(data: dict[str, Any]) -> EntryView:
+    """A move its pull request made (`domain/dispatch/pull_requests.py`): pushed, piped, merged, closed."""
+    return EntryView(
+        "Its pull request moved it",
+        OK if data.get("to") in ("human_test", "ship", "done") else WARN if data.get("to") == "blocked" else INFO,
+        _facts(("because of", data.get("on")), ("stage", _move(data)), ("waiting on", data.get("waiting_on"))),
+    )
 
 
 def _job_requeued(data: dict[str, Any]) -> EntryView:
@@ -235,8 +265,13 @@ KINDS: dict[str, Callable[[dict[str, Any]], EntryView]] = {
     "job_failed": _job_failed,
     "job_requeued": _job_requeued,
     "job_cancelled": _job_cancelled,
+    "job_retried": _job_retried,
     # The jobs process's forge write for a job (`domain/dispatch/forge.py`): its pull request, now the ticket's link.
     "pull_request": _pull_request,
+    "forge_failed": _forge_failed,
+    "forge_retried": _forge_retried,
+    # The moves the ticket's pull request and its pipelines make.
+    "pull_request_moved": _pull_request_moved,
 }
 # Links to the forge an entry's data may carry (a job's pull request and comment), in the order shown.
 FORGE_LINKS = (("pull_request", "pull request"), ("comment", "comment"))
@@ -290,6 +325,7 @@ def history(board, router, key: str, *, limit: int, cursor: str | None) -> tuple
         return board.timeline(key, limit=at_most, cursor=after or None)
 
     def about(at_most: int, after: str) -> tuple[list, str | None]:
+        # Not the service's own: what they are about (a claim, a result, a move its pull request made) is an entry.
         return router.decisions(
             limit=at_most, cursor=after or None, outcome=None, source=None, subject_id=key, since=None
         )

@@ -1,6 +1,8 @@
 """The dispatch switch (its row: `storage/settings.py`, key "dispatch"): one operator's pause over all live dispatch,
-with why, who and when. While it is paused, a live rule's passing decision dispatches nothing (it says
-`"dispatched": false`) and no worker claims a job; the board says so on every page.
+with why, who and when. While it is paused, a live rule's passing decision queues its job `held` (`"dispatched":
+false, "held": true`), no worker claims a job, and forge writes wait (`forge.state: "held"`); resuming queues the held
+jobs, oldest first, and lets the writes go (`Dispatch.set_switch`, one unit of work). The board says so on every
+page.
 
 It is a setting, not a stage of anything: like the wallet's lock, a change writes no timeline entry and posts
 nothing to chat; the row keeps who changed it last and when."""
@@ -11,8 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from contracts import ContractViolation, Violation
-from domain import units
-from domain.clock import Clock
 from storage import settings
 
 SETTING_KEY = "dispatch"
@@ -42,16 +42,15 @@ def read() -> Switch:
     return Switch(bool(value.get("paused", False)), value.get("reason"), row.updated_by, row.updated_at)
 
 
-def set(*, paused: bool, reason: str | None, actor: str | None, clock: Clock) -> Switch:
-    """Pause (`reason` required) or resume (`reason` optional) all live dispatch, in a unit of work of its own;
-    the switch as it is then."""
+def checked_reason(*, paused: bool, reason: str | None) -> str | None:
+    """The reason as kept (trimmed; None when empty); a pause without one is refused (`ContractViolation`)."""
     reason = reason.strip() if reason is not None else None
     if paused and not reason:
         raise ContractViolation(CONTRACT, [Violation("/reason", "a pause needs a reason: it is shown on every page")])
+    return reason or None
 
-    def work() -> Switch:
-        now = clock()
-        settings.put(SETTING_KEY, {"paused": paused, "reason": reason or None}, at=now, by=actor)
-        return Switch(paused, reason or None, actor, now)
 
-    return units.run(work, what="setting the dispatch switch")
+def write(*, paused: bool, reason: str | None, actor: str | None, at: datetime) -> Switch:
+    """Inside a unit of work: set the switch; what it is then."""
+    settings.put(SETTING_KEY, {"paused": paused, "reason": reason}, at=at, by=actor)
+    return Switch(paused, reason, actor, at)

@@ -7,7 +7,8 @@ retry budget counts the candidate's own would-be fixer dispatches as it goes, as
 recorded count is corrected by the dispatches the candidate made differently earlier in the range. Under the
 policy each decision recorded, a backtest therefore flips nothing (the reproduction law,
 `tests/domain/router/test_backtest_law.py`). Decisions recorded before decisions kept their facts are counted as
-not replayable, never guessed. Nothing is written.
+not replayable, never guessed; the service's own (`own`) are no one's to judge and are left out. An event's age is
+the one recorded: `fresh` is judged at the decision's own time. Nothing is written.
 
 A decision flips when its outcome or its role would differ (a candidate's rule may dispatch another role on the
 same event). A flip names the gates whose verdict changed and, when another rule matched, the rule recorded and the
@@ -27,11 +28,11 @@ from typing import Any
 
 import orjson
 
+from domain.policy.document import FIRST_RULES, Policy, compile_rules
+from domain.policy.rules import first_match
 from domain.router.board_view import RETRY_WINDOW, Facts, RecordedBoardView
-from domain.router.evaluation import WOULD_DISPATCH, evaluate
+from domain.router.evaluation import DEFAULT_MAX_AGE, WOULD_DISPATCH, evaluate
 from domain.router.gates import GATE_NAMES
-from domain.router.policy import FIRST_RULES, Policy, compile_rules
-from domain.router.rules import first_match
 from storage import decisions
 
 # The key `flips_by_rule` counts a flip under when neither the recorded decision nor the candidate matched a rule
@@ -190,6 +191,7 @@ def backtest(
     until: datetime | None = None,
     list_at_most: int | None = None,
     rows: Iterable[tuple] | None = None,
+    max_age: float = DEFAULT_MAX_AGE,
 ) -> Report:
     """Re-evaluate every accepted decision in [since, until) under `candidate` (call inside a connection); with
     None, each under the policy it recorded (the reproduction law: nothing flips).
@@ -206,10 +208,10 @@ def backtest(
         if facts is None:
             report.not_replayable += 1
             continue
-        view = RecordedBoardView(Facts.from_dict(_load(facts)), subject_id, ledger.more)
+        view = RecordedBoardView(Facts.from_dict(_load(facts)), subject_id, ledger.more, now=evaluated_at)
         envelope = _load(envelope)
         policy = candidate if candidate is not None else recorded_policies.policy(recorded_policy)
-        result = evaluate(envelope, view, policy, now=evaluated_at)
+        result = evaluate(envelope, view, policy, now=evaluated_at, max_age=max_age)
         if result.role == "fixer" and subject_id:
             ledger.note(
                 subject_id,

@@ -9,8 +9,9 @@ for the router in the change's own transaction.
 | anything else (creation included)                                  | `state_changed` | stage → stage              |
 
 A move to `execute` with nothing to wait on is eligible for a worker (suggested role coder). The actor is the
-board's own (`svc:<name>`): a person signed in with basic credentials is a human; `ci` and the service's
-agents are the system.
+board's own (`svc:<name>`): a person signed in with basic credentials is a human; `ci`, the service's agents, the
+jobs process and the router (the moves a ticket's pull request made) are the system; a worker account acts as an
+agent. The system's and the agents' events are the service's own (`outcome: own`).
 
 A stage change (a notify, a move) only adds one outbox row in its own transaction, so it stays as fast as it
 was; the jobs process then routes the envelope (`route_event`, `jobs/handlers.py`). The row commits with the
@@ -26,7 +27,7 @@ from domain.board import StageChange
 from domain.clock import iso
 from domain.ops.schedules import AGENT_IDS
 from domain.router.senders.payloads import build, ticket_subject
-from machines.stages import HUMAN_GATE_STAGES, NEEDS_YOU_WAITING_ON, needs_you
+from machines.stages import HUMAN_GATE_STAGES, NEEDS_YOU_WAITING_ON, at_a_gate
 from storage import outbox
 from storage.models import Ticket
 
@@ -34,13 +35,13 @@ ROUTE_KIND = "route_event"
 
 # Who changes the board without a person behind it: CI (the CI secret's identity) and the agents. A person
 # signed in with basic credentials is human whatever the user name (the generated one is "svc").
-SYSTEM_ACTORS = frozenset({"ci", "system", "jobs", *AGENT_IDS})
+SYSTEM_ACTORS = frozenset({"ci", "system", "jobs", "router", *AGENT_IDS})
 
 
 def kind_of(change: StageChange) -> tuple[str, str | None, str | None]:
     """(kind, from, to) for one stage change."""
-    before = needs_you(change.from_stage, change.from_waiting_on) if change.from_stage else False
-    after = needs_you(change.to_stage, change.to_waiting_on)
+    before = at_a_gate(change.from_stage, change.from_waiting_on) if change.from_stage else False
+    after = at_a_gate(change.to_stage, change.to_waiting_on)
     if change.to_stage == "blocked":
         return "stuck", change.from_stage, "blocked"
     if change.to_stage == "done" or (before and not after):
@@ -54,9 +55,9 @@ def kind_of(change: StageChange) -> tuple[str, str | None, str | None]:
     return "state_changed", change.from_stage, change.to_stage
 
 
-def actor_of(name: str) -> dict[str, Any]:
-    kind = "system" if name in SYSTEM_ACTORS else "human"
-    return {"kind": kind, "id": f"svc:{name}"}
+def actor_of(name: str, kind: str | None = None) -> dict[str, Any]:
+    """The envelope's actor for a change made by `name`; `kind` when the change says it (a worker: `agent`)."""
+    return {"kind": kind or ("system" if name in SYSTEM_ACTORS else "human"), "id": f"svc:{name}"}
 
 
 def event_id_of(ticket: Ticket) -> str:
@@ -75,7 +76,7 @@ def envelope_for(change: StageChange) -> dict[str, Any]:
         from_state=from_state,
         to_state=to_state,
         subject=ticket_subject(change.ticket),
-        actor=actor_of(change.actor),
+        actor=actor_of(change.actor, change.actor_kind),
         eligible_for_worker=eligible,
         blocked_reason="await_ci" if to_state == "ci" else None,
         suggested_role="coder" if eligible else None,

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from domain.clock import iso, parse_timestamp
-from storage import decisions, initiatives, slots, tickets, wallet
+from storage import initiatives, jobs, pull_requests, tickets, wallet
 
-# Stages in which a ticket holding a slot counts against the fleet.
-FLEET_STAGES = ("execute", "ci")
+# How far back a backtest's ledger of would-be fixer dispatches reaches (its correction of recorded counts).
 RETRY_WINDOW = timedelta(days=1)
+# The ticket's initiative as a decision's facts stand for it (they keep its stage, which is what the gate reads).
+RECORDED_INITIATIVE = "its initiative"
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,17 @@ class BoardView(Protocol):
 
     def wallet_locked(self) -> bool: ...
 
-    def slots_held_by_others(self, key: str | None) -> int:
-        """Tickets other than `key` that hold a slot while in `execute` or `ci`."""
+    def jobs_running(self) -> int:
+        """Dispatch jobs running now (what a claim counts against the fleet size too)."""
         ...
 
-    def fixer_dispatches(self, key: str, since: datetime) -> int: ...
+    def fixer_dispatches(self, key: str, head_sha: str | None) -> int:
+        """The ticket's fixer jobs since its last green pipeline, those for the failing head `head_sha` aside."""
+        ...
+
+    def age_seconds(self, occurred_at: str, now: datetime) -> float:
+        """How old an event that occurred at `occurred_at` is at `now` (never below 0)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -51,32 +58,52 @@ class Facts:
     is not a ticket has no stage; `fixer_dispatches` is counted only for an event a fixer rule matched)."""
 
     ticket_stage: str | None = None
-    ticket_initiative_id: str | None = None
     initiative_stage: str | None = None
     wallet_locked: bool = False
-    slots_held_by_others: int = 0
+    jobs_running: int = 0
     fixer_dispatches: int | None = None
+    age_seconds: float | None = None
+    # Decisions recorded before schema version 9 kept the ticket's initiative (the gate now reads its stage only).
+    ticket_initiative_id: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "ticket_stage": self.ticket_stage,
-            "ticket_initiative_id": self.ticket_initiative_id,
             "initiative_stage": self.initiative_stage,
             "wallet_locked": self.wallet_locked,
-            "slots_held_by_others": self.slots_held_by_others,
+            "jobs_running": self.jobs_running,
             "fixer_dispatches": self.fixer_dispatches,
+            "age_seconds": self.age_seconds,
         }
 
     @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> Facts:
+    def from_dict(cls, document: dict[str, object]) -> Facts:
+        """Recorded facts; older decisions' (before the loop) counted the fleet as `slots_held_by_others`."""
+        running = document.get("jobs_running", document.get("slots_held_by_others", 0))
+        age = document.get("age_seconds")
+        initiative = document.get("ticket_initiative_id")
         return cls(
-            ticket_stage=document.get("ticket_stage"),
-            ticket_initiative_id=document.get("ticket_initiative_id"),
-            initiative_stage=document.get("initiative_stage"),
+            ticket_stage=_text(document.get("ticket_stage")),
+            initiative_stage=_text(document.get("initiative_stage")),
             wallet_locked=bool(document.get("wallet_locked", False)),
-            slots_held_by_others=int(document.get("slots_held_by_others", 0)),
-            fixer_dispatches=document.get("fixer_dispatches"),
+            jobs_running=int(running) if isinstance(running, int | float) else 0,
+            fixer_dispatches=_whole(document.get("fixer_dispatches")),
+            age_seconds=float(age) if isinstance(age, int | float) and not isinstance(age, bool) else None,
+            ticket_initiative_id=_text(initiative),
         )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def event_age(occurred_at: str, now: datetime) -> float:
+    """Seconds from `occurred_at` (the contract's ISO 8601 with a Z) to `now`; an event from the future is 0 old."""
+    return max(0.0, (now - parse_timestamp(occurred_at)).total_seconds())
 
 
 class RecordingBoardView:
@@ -85,38 +112,38 @@ class RecordingBoardView:
     makes one of these."""
 
     __slots__ = (
+        "age_read",
         "fixer_dispatches_read",
         "initiative_stage_read",
         "inner",
-        "slots_held_read",
-        "ticket_initiative_id",
+        "jobs_running_read",
         "ticket_stage",
         "wallet_locked_read",
     )
 
     def __init__(self, inner: BoardView):
         self.inner = inner
-        self.ticket_stage = self.ticket_initiative_id = self.initiative_stage_read = None
+        self.ticket_stage = self.initiative_stage_read = None
         self.wallet_locked_read = False
-        self.slots_held_read = 0
+        self.jobs_running_read = 0
         self.fixer_dispatches_read = None
+        self.age_read = None
 
-    def facts_dict(self) -> dict[str, Any]:
+    def facts_dict(self) -> dict[str, object]:
         """What the gates read, as `Facts.as_dict` shapes it (the decision's `facts`)."""
         return {
             "ticket_stage": self.ticket_stage,
-            "ticket_initiative_id": self.ticket_initiative_id,
             "initiative_stage": self.initiative_stage_read,
             "wallet_locked": self.wallet_locked_read,
-            "slots_held_by_others": self.slots_held_read,
+            "jobs_running": self.jobs_running_read,
             "fixer_dispatches": self.fixer_dispatches_read,
+            "age_seconds": self.age_read,
         }
 
     def ticket(self, key: str) -> TicketState | None:
         state = self.inner.ticket(key)
         if state is not None:
             self.ticket_stage = state.stage
-            self.ticket_initiative_id = state.initiative_id
         return state
 
     def initiative_stage(self, initiative_id: str) -> str | None:
@@ -127,13 +154,17 @@ class RecordingBoardView:
         locked = self.wallet_locked_read = self.inner.wallet_locked()
         return locked
 
-    def slots_held_by_others(self, key: str | None) -> int:
-        held = self.slots_held_read = self.inner.slots_held_by_others(key)
-        return held
+    def jobs_running(self) -> int:
+        running = self.jobs_running_read = self.inner.jobs_running()
+        return running
 
-    def fixer_dispatches(self, key: str, since: datetime) -> int:
-        used = self.fixer_dispatches_read = self.inner.fixer_dispatches(key, since)
+    def fixer_dispatches(self, key: str, head_sha: str | None) -> int:
+        used = self.fixer_dispatches_read = self.inner.fixer_dispatches(key, head_sha)
         return used
+
+    def age_seconds(self, occurred_at: str, now: datetime) -> float:
+        age = self.age_read = self.inner.age_seconds(occurred_at, now)
+        return age
 
 
 class RecordedBoardView:
@@ -141,25 +172,29 @@ class RecordedBoardView:
 
     `more_fixer_dispatches(key, since)` corrects the recorded count of fixer dispatches by what a candidate
     policy did differently earlier in the same backtest (zero under the recorded policy), so the retry budget
-    counts the candidate's own would-be dispatches, as `svc replay` does.
+    counts the candidate's own would-be dispatches, as `svc replay` does. The event's age is the recorded one: a
+    backtest judges freshness at the decision's own time.
     """
 
-    __slots__ = ("facts", "key", "more_fixer_dispatches")
+    __slots__ = ("facts", "key", "more_fixer_dispatches", "now")
 
     def __init__(
         self,
         facts: Facts,
         key: str | None,
         more_fixer_dispatches: Callable[[str, datetime], int] | None = None,
+        *,
+        now: datetime | None = None,
     ):
         self.facts = facts
         self.key = key
         self.more_fixer_dispatches = more_fixer_dispatches
+        self.now = now
 
     def ticket(self, key: str) -> TicketState | None:
         if self.facts.ticket_stage is None:
             return None
-        return TicketState(key, self.facts.ticket_stage, self.facts.ticket_initiative_id)
+        return TicketState(key, self.facts.ticket_stage, self.facts.ticket_initiative_id or RECORDED_INITIATIVE)
 
     def initiative_stage(self, initiative_id: str) -> str | None:
         return self.facts.initiative_stage
@@ -167,13 +202,19 @@ class RecordedBoardView:
     def wallet_locked(self) -> bool:
         return self.facts.wallet_locked
 
-    def slots_held_by_others(self, key: str | None) -> int:
-        return self.facts.slots_held_by_others
+    def jobs_running(self) -> int:
+        return self.facts.jobs_running
 
-    def fixer_dispatches(self, key: str, since: datetime) -> int:
+    def fixer_dispatches(self, key: str, head_sha: str | None) -> int:
         recorded = self.facts.fixer_dispatches or 0
-        more = self.more_fixer_dispatches(key, since) if self.more_fixer_dispatches is not None else 0
+        more = 0
+        if self.more_fixer_dispatches is not None and self.now is not None:
+            more = self.more_fixer_dispatches(key, self.now - RETRY_WINDOW)
         return max(0, recorded + more)
+
+    def age_seconds(self, occurred_at: str, now: datetime) -> float:
+        recorded = self.facts.age_seconds
+        return recorded if recorded is not None else event_age(occurred_at, now)
 
 
 class LiveBoardView:
@@ -190,25 +231,30 @@ class LiveBoardView:
     def wallet_locked(self) -> bool:
         return bool(wallet.get().locked)
 
-    def slots_held_by_others(self, key: str | None) -> int:
-        return slots.count_claimed_in_stages(list(FLEET_STAGES), excluding_ticket=key)
+    def jobs_running(self) -> int:
+        return jobs.count_running()
 
-    def fixer_dispatches(self, key: str, since: datetime) -> int:
-        return decisions.fixer_dispatches_since(key, since)
+    def fixer_dispatches(self, key: str, head_sha: str | None) -> int:
+        mine = pull_requests.of_ticket(key)
+        return jobs.count_fixers(key, since=mine.green_at if mine is not None else None, other_than_head=head_sha)
+
+    def age_seconds(self, occurred_at: str, now: datetime) -> float:
+        return event_age(occurred_at, now)
 
 
 @dataclass
 class SnapshotBoardView:
     """A board held in memory: what `svc replay` evaluates against, and what it updates as it goes.
 
-    Replayed fixer dispatches count against the retry budget of later lines, as they would have live; the
-    ledger keeps only the last day per ticket, so memory does not grow with the length of the file.
+    Replayed fixer dispatches count against the retry budget of later lines, as they would have live, until a
+    replayed green pipeline about the ticket starts its count again. The jobs running are the board's when it was
+    read (replay queues none).
     """
 
     tickets: dict[str, TicketState] = field(default_factory=dict)
     initiatives: dict[str, str] = field(default_factory=dict)
     locked: bool = False
-    fleet_holders: set[str] = field(default_factory=set)
+    running: int = 0
     fixer_ledger: dict[str, deque[datetime]] = field(default_factory=dict)
 
     def ticket(self, key: str) -> TicketState | None:
@@ -220,23 +266,25 @@ class SnapshotBoardView:
     def wallet_locked(self) -> bool:
         return self.locked
 
-    def slots_held_by_others(self, key: str | None) -> int:
-        return len(self.fleet_holders) - (1 if key in self.fleet_holders else 0)
+    def jobs_running(self) -> int:
+        return self.running
 
-    def fixer_dispatches(self, key: str, since: datetime) -> int:
-        ledger = self.fixer_ledger.get(key)
-        if not ledger:
-            return 0
-        while ledger and ledger[0] < since:
-            ledger.popleft()
-        return len(ledger)
+    def fixer_dispatches(self, key: str, head_sha: str | None) -> int:
+        return len(self.fixer_ledger.get(key) or ())
+
+    def age_seconds(self, occurred_at: str, now: datetime) -> float:
+        return event_age(occurred_at, now)
 
     def note_fixer_dispatch(self, key: str, at: datetime) -> None:
         self.fixer_ledger.setdefault(key, deque()).append(at)
 
+    def note_green(self, key: str) -> None:
+        """A pipeline passed for the ticket: its fixers are counted afresh from here."""
+        self.fixer_ledger.pop(key, None)
+
     # -- files ---------------------------------------------------------------------------------------------
 
-    def to_document(self, *, taken_at: datetime) -> dict[str, Any]:
+    def to_document(self, *, taken_at: datetime) -> dict[str, object]:
         return {
             "schema": "svc.board-snapshot/v0",
             "taken_at": iso(taken_at),
@@ -246,18 +294,19 @@ class SnapshotBoardView:
             ],
             "initiatives": [{"id": i, "stage": s} for i, s in sorted(self.initiatives.items())],
             "wallet": {"locked": self.locked},
-            "fleet_holders": sorted(self.fleet_holders),
+            "jobs_running": self.running,
             "fixer_dispatches": {k: [iso(t) for t in v] for k, v in sorted(self.fixer_ledger.items()) if v},
         }
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> SnapshotBoardView:
-        """Build from a snapshot document that passed `board-snapshot.json`."""
+        """Build from a snapshot document that passed `board-snapshot.json` (an older one's `fleet_holders`, the
+        tickets that held a bay, stand for the jobs running)."""
         view = cls(
             tickets={t["key"]: TicketState(t["key"], t["stage"], t.get("initiative_id")) for t in document["tickets"]},
             initiatives={i["id"]: i["stage"] for i in document.get("initiatives", [])},
             locked=bool(document.get("wallet", {}).get("locked", False)),
-            fleet_holders=set(document.get("fleet_holders", [])),
+            running=int(document.get("jobs_running", len(document.get("fleet_holders", [])))),
         )
         for key, times in document.get("fixer_dispatches", {}).items():
             view.fixer_ledger[key] = deque(sorted(_parse(t) for t in times))
@@ -270,11 +319,9 @@ class SnapshotBoardView:
             tickets={key: TicketState(key, stage, initiative) for key, stage, initiative in tickets.stages()},
             initiatives=initiatives.stages(),
             locked=bool(wallet.get().locked),
+            running=jobs.count_running(),
         )
-        view.fleet_holders = {
-            key for key in slots.claiming_tickets() if key in view.tickets and view.tickets[key].stage in FLEET_STAGES
-        }
-        for key, times in decisions.fixer_dispatch_times_since(now - RETRY_WINDOW).items():
+        for key, times in jobs.fixer_times_since_green().items():
             view.fixer_ledger[key] = deque(times)
         return view
 

@@ -4,12 +4,14 @@ with its reason, not only the first that fails: a decision says everything that 
 | gate           | passes when                                                                                   |
 |----------------|-----------------------------------------------------------------------------------------------|
 | `authorization`| the actor id is on the policy's allowlist; kinds `unknown`, `untrusted_comment` fail closed   |
-| `agreement`    | the subject's initiative is `active` or `done` (past the agree stage)                         |
+| `agreement`    | the subject's initiative is `active` or `done` (past the agree stage), and the subject ticket |
+|                | is not itself in stage `agreement`                                                            |
 | `budget`       | the wallet is not locked                                                                      |
-| `fleet`        | fewer other tickets hold a slot in `execute` or `ci` than the fleet size (1)                  |
+| `fleet`        | fewer dispatch jobs run than the fleet size (what a claim counts too)                         |
 | `human_gate`   | the ticket is not in, and the transition does not lead to, `human_test` or `human_merge`      |
-| `retry_budget` | the event would dispatch no fixer, or the ticket's fixer dispatches of the last day are below |
-|                | the policy's retry budget (the first policy's: `SVC_RETRY_BUDGET`, default 2)                 |
+| `retry_budget` | the event would dispatch no fixer, or the ticket's fixer jobs since its last green pipeline   |
+|                | (a job for the failing head itself aside) are below the policy's retry budget                 |
+| `fresh`        | the event is no older than `SVC_DISPATCH_MAX_AGE_SECONDS` (default 3600) by its `occurred_at`  |
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from domain.router.board_view import RETRY_WINDOW, BoardView, TicketState
-from domain.router.policy import Policy
+from domain.policy.document import Policy
+from domain.router.board_view import BoardView, TicketState
 
 FAIL_CLOSED_ACTORS = frozenset({"unknown", "untrusted_comment"})
 AGREED_INITIATIVE_STAGES = frozenset({"active", "done"})
@@ -34,11 +36,13 @@ class GateInput:
     view: BoardView
     policy: Policy
     now: datetime
-    # The role of the rule that matches the event (the policy's, `domain/router/rules.py`), or None: what live mode
+    # The role of the rule that matches the event (the policy's, `domain/policy/rules.py`), or None: what live mode
     # would dispatch.
     role: str | None = None
     # The subject's ticket key when the subject is a ticket (known on the board or not), else None.
     subject_key: str | None = None
+    # How old an event may be and still be dispatched (SVC_DISPATCH_MAX_AGE_SECONDS).
+    max_age: float = 3600.0
 
 
 @dataclass(slots=True)
@@ -80,13 +84,16 @@ def authorization_gate(given: GateInput) -> Verdict:
 
 
 def agreement_gate(given: GateInput) -> Verdict:
+    if given.ticket is not None and given.ticket.stage == "agreement":
+        return False, f"{given.ticket.key} is itself still in agreement"
     # The board's ticket says which initiative it belongs to; the envelope's claim counts only without one.
     initiative = given.ticket.initiative_id if given.ticket else given.envelope["subject"].get("initiative_id")
-    if not initiative:
-        return False, "no initiative is known for the subject"
-    stage = given.view.initiative_stage(initiative)
+    stage = given.view.initiative_stage(initiative) if initiative else None
     if stage is None:
-        return False, f"initiative {initiative} is not on the board"
+        return (
+            False,
+            f"initiative {initiative} is not on the board" if initiative else "no initiative is known for the subject",
+        )
     if stage in AGREED_INITIATIVE_STAGES:
         return True, f"initiative {initiative} is {stage}"
     return False, f"initiative {initiative} is at {stage}, not yet agreed"
@@ -99,11 +106,9 @@ def budget_gate(given: GateInput) -> Verdict:
 
 
 def fleet_gate(given: GateInput) -> Verdict:
-    busy = given.view.slots_held_by_others(given.subject_key)
+    running = given.view.jobs_running()
     size = given.policy.fleet_size
-    if busy < size:
-        return True, f"{busy} other ticket(s) hold a slot in execute or ci; fleet size {size}"
-    return False, f"{busy} other ticket(s) hold a slot in execute or ci; fleet size {size}"
+    return running < size, f"{running} job(s) running; fleet size {size}"
 
 
 def human_gate(given: GateInput) -> Verdict:
@@ -124,10 +129,28 @@ def retry_budget_gate(given: GateInput) -> Verdict:
         return True, "no fixer rule would dispatch for this event; the budget gates fixers only"
     if key is None:
         return True, "the subject is not a ticket; no fixer dispatches to count"
-    used = given.view.fixer_dispatches(key, given.now - RETRY_WINDOW)
-    if used < budget:
-        return True, f"{used} of {budget} fixer dispatches used in the last day"
-    return False, f"{used} of {budget} fixer dispatches used in the last day"
+    forge = given.envelope.get("forge")
+    head = forge.get("head_sha") if isinstance(forge, dict) else None
+    used = given.view.fixer_dispatches(key, head if isinstance(head, str) else None)
+    return used < budget, f"{used} of {budget} fixer dispatches used since the last green pipeline"
+
+
+def fresh_gate(given: GateInput) -> Verdict:
+    age = given.view.age_seconds(given.envelope["occurred_at"], given.now)
+    if age <= given.max_age:
+        return True, f"{_duration(age)} old"
+    return False, f"{_duration(age)} old, older than {_duration(given.max_age)} (SVC_DISPATCH_MAX_AGE_SECONDS)"
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 120:
+        return f"{whole} s"
+    if whole < 7200:
+        return f"{whole // 60} min"
+    if whole < 172800:
+        return f"{whole // 3600} h"
+    return f"{whole // 86400} days"
 
 
 # The contract's explicit order, each gate with the name its decisions record.
@@ -138,5 +161,6 @@ GATES: tuple[Gate, ...] = (
     Gate("fleet", fleet_gate),
     Gate("human_gate", human_gate),
     Gate("retry_budget", retry_budget_gate),
+    Gate("fresh", fresh_gate),
 )
 GATE_NAMES = tuple(gate.name for gate in GATES)

@@ -2,9 +2,7 @@
 the first start, a change judged and then adopted, and the policy every routed event reads.
 
 Versions are rows that never change, and the newest is the one in force, so every API and jobs process applies a new
-version from its next event on: each event reads the newest row's id and version (one indexed one-row statement,
-inside its own unit of work) and parses the document only when the version is one it has not held before
-(`PolicyInForce`). A decision therefore records exactly the policy its transaction saw.
+version from its next event on (`domain/policy/in_force.py`).
 
 A change goes through `adopt`: the `If-Match` check, an equal document stored no second time, `judge` (the one
 place that may refuse a change for what it changes: issue 29's evidence before a rule goes live), then the row.
@@ -22,9 +20,9 @@ from domain import entity_tags, units
 from domain.clock import Clock
 from domain.config import Config
 from domain.errors import NotEarned
+from domain.policy.document import Policy
+from domain.policy.rules import Rule
 from domain.router import scorecard
-from domain.router.policy import Policy
-from domain.router.rules import Rule
 from storage import policy_versions as rows
 
 log = logging.getLogger("svc.config")
@@ -83,31 +81,6 @@ def history(*, limit: int, cursor: str | None) -> tuple[list[PolicyVersion], str
     """The versions, newest first, keyset-paged."""
     found, after = rows.page(limit=limit, cursor=cursor)
     return [_version(row) for row in found], after
-
-
-class PolicyInForce:
-    """The policy each routed event applies: the newest version, checked per event by its id and version alone,
-    parsed and compiled once per version and held here (a version is an immutable row: no writer can make what is
-    held differ from what is stored). Before any version is stored, `fallback` (the first policy, from the
-    environment) applies, and is what the first start stores."""
-
-    def __init__(self, fallback: Policy):
-        self.fallback = fallback
-        self._held: tuple[str, Policy] | None = None
-
-    def __call__(self) -> Policy:
-        """Call inside a unit of work (or a connection)."""
-        found = rows.newest_version()
-        if found is None:
-            return self.fallback
-        version_id, version = found
-        held = self._held
-        if held is not None and held[0] == version:
-            return held[1]
-        row = rows.get(version_id)
-        policy = Policy.from_document(row.document) if row is not None else self.fallback
-        self._held = (version, policy)
-        return policy
 
 
 # -- changing ------------------------------------------------------------------------------------------------------

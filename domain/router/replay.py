@@ -5,9 +5,10 @@ or from a snapshot file), so memory stays flat however long the file is, and not
 a policy change (`--allowlist`, `--retry-budget`) can be compared on real history before it ships.
 
 Each line is an envelope, or a decision as `GET /api/v1/router/decisions` returns it (its `envelope` is
-replayed). The time of each evaluation is the envelope's `occurred_at`, so the retry budget counts the
-fixer dispatches of the replayed day. A repeated event id within the last `RECENT_IDS` lines is a duplicate,
-as the live router would treat a redelivery.
+replayed). The time of each evaluation is the envelope's `occurred_at`, so every event is fresh, and the retry
+budget counts the replayed fixer dispatches since the ticket's last replayed green pipeline. The service's own
+events are `own` (by their source and actor: a replay knows no forge account). A repeated event id within the last
+`RECENT_IDS` lines is a duplicate, as the live router would treat a redelivery.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import orjson
 from contracts import conforms
 from contracts.envelope import ENVELOPE, envelope_violations
 from domain.clock import parse_timestamp
+from domain.policy.document import Policy
 from domain.router.board_view import RecordingBoardView, SnapshotBoardView
-from domain.router.evaluation import BLOCKED, NO_ACTION, REJECTED, WOULD_DISPATCH, evaluate
-from domain.router.policy import Policy
+from domain.router.evaluation import BLOCKED, NO_ACTION, OWN, REJECTED, STUCK, WOULD_DISPATCH, evaluate, is_own
 
 RECENT_IDS = 10_000
 
@@ -38,7 +39,8 @@ class ReplaySummary:
     duplicates: int = 0
 
     def text(self) -> str:
-        parts = ", ".join(f"{name} {self.outcomes.get(name, 0)}" for name in (WOULD_DISPATCH, BLOCKED, NO_ACTION))
+        named = (WOULD_DISPATCH, BLOCKED, STUCK, NO_ACTION, OWN)
+        parts = ", ".join(f"{name} {self.outcomes.get(name, 0)}" for name in named)
         roles = ", ".join(f"{role} {n}" for role, n in sorted(self.roles.items())) or "none"
         return (
             f"replayed {self.lines} line(s): {parts}, rejected {self.outcomes.get(REJECTED, 0)}, "
@@ -120,12 +122,14 @@ def _one(
         recent.popitem(last=False)
     now = parse_timestamp(document["occurred_at"])
     reading = RecordingBoardView(view)
-    result = evaluate(document, reading, policy, now=now)
+    result = evaluate(document, reading, policy, now=now, own=is_own(document))
     subject = document["subject"]
     if result.outcome == WOULD_DISPATCH:
         summary.roles[result.role] += 1
         if result.role == "fixer" and subject["type"] == "ticket":
             view.note_fixer_dispatch(subject["id"], now)
+    if document["transition"]["kind"] == "pipeline_passed" and subject["type"] == "ticket":
+        view.note_green(subject["id"])
     summary.outcomes[result.outcome] += 1
     return {
         "line": number,

@@ -35,9 +35,9 @@ from domain import units
 from domain.board import SlotClaimed
 from domain.clock import iso
 from domain.errors import InvalidQuery
-from domain.router.evaluation import BLOCKED, WOULD_DISPATCH
+from domain.policy.rules import Rule
+from domain.router.evaluation import BLOCKED, STUCK, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
-from domain.router.rules import Rule
 from storage import scorecard as rows
 
 DEFAULT_WINDOW = timedelta(days=1)
@@ -46,7 +46,10 @@ SHORTEST_WINDOW = timedelta(minutes=1)
 LONGEST_WINDOW = timedelta(days=30)
 WINDOW_SECONDS = (int(SHORTEST_WINDOW.total_seconds()), int(LONGEST_WINDOW.total_seconds()))
 ROLES = ("coder", "fixer")
-JUDGED_OUTCOMES = (WOULD_DISPATCH, BLOCKED)
+# A `stuck` decision is a fixer held by its spent retry budget: judged as a blocked one. The service's own (`own`)
+# are never judged, and never take anything up.
+JUDGED_OUTCOMES = (WOULD_DISPATCH, BLOCKED, STUCK)
+HELD_BACK = frozenset({BLOCKED, STUCK})
 # The kinds of event that say the team took up a role's work on a ticket.
 TAKES_UP: dict[str, tuple[str, ...]] = {
     "opened": ("coder",),
@@ -124,7 +127,7 @@ def classify(outcome: str, evaluated_at: datetime, taken_up_at: datetime | None,
 
 def _keys(role: str, outcome: str, failed_gates: str, cls: str) -> list[str]:
     keys = [f"rule:{role}:{cls}"]
-    if outcome == BLOCKED and failed_gates:
+    if outcome in HELD_BACK and failed_gates:
         keys.extend(f"gate:{gate}:{cls}" for gate in failed_gates.split(","))
     return keys
 

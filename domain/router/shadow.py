@@ -2,10 +2,19 @@
 
 For each envelope, in one transaction: validate it (a broken one is recorded as `rejected`); if its event id
 was accepted before, answer with that decision and record nothing; else read the policy in force (the database's,
-`domain/router/policy_versions.py`), run its rules and every gate against the live board and record one decision,
+`domain/policy/in_force.py`), run its rules and every gate against the live board and record one decision,
 with the policy and the rule that matched. A live rule's decision that passed every gate, and names a role,
-queues one job for a worker in the same transaction (`domain/dispatch/jobs.py`), unless dispatch is paused; a
-redelivered event records no second decision, so it never queues a second job.
+queues one job for a worker in the same transaction (`domain/dispatch/jobs.py`; held while dispatch is paused); a
+redelivered event records no second decision, so it never queues a second job. Then the event moves its ticket's
+pull request's ticket, if it is about one (`domain/dispatch/pull_requests.py`), whether its rule is live or not.
+
+The service's own events (`evaluation.is_own`: its board events by a system or agent actor, the forge events its own
+forge account sent) are recorded with outcome `own`: no evidence on the scorecard, never dispatched, still moving
+their ticket.
+
+`record_only` is the one switch for history that must be recorded and never acted on (`svc import`): its decisions
+are recorded and judged on the scorecard as any other's, but nothing is dispatched, no ticket moves, nothing is
+written to a forge.
 """
 
 from __future__ import annotations
@@ -18,19 +27,24 @@ from typing import Any
 
 from contracts.envelope import ID_MAX_LENGTH, KINDS, SOURCES, SUBJECT_ID_MAX_LENGTH, envelope_violations
 from domain import units
+from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
-from domain.dispatch import jobs as dispatch
+from domain.dispatch.forge import OwnForgeUsers, forge_adapters
+from domain.dispatch.jobs import Dispatch
+from domain.dispatch.pull_requests import PullRequestLoop
+from domain.policy.document import Policy
+from domain.policy.in_force import PolicyInForce
+from domain.policy.rules import LIVE, SHADOW
 from domain.router import deliveries, scorecard
 from domain.router.backtest import Report, backtest
+from domain.router.board_events import queue_for_router
 from domain.router.board_view import LiveBoardView, RecordingBoardView, TicketState
 from domain.router.evaluation import OUTCOMES as OUTCOMES  # declared there; the router's readers take it here
-from domain.router.evaluation import REJECTED, WOULD_DISPATCH, evaluate
-from domain.router.policy import Policy
-from domain.router.policy_versions import PolicyInForce
-from domain.router.rules import LIVE, SHADOW
+from domain.router.evaluation import OWN, REJECTED, WOULD_DISPATCH, evaluate, is_own
 from domain.router.senders.payloads import Unmappable
 from domain.router.ticket_keys import KnownTicketKeys
+from integrations.forges import Forge
 from storage import decisions
 from storage import tickets as ticket_rows
 from storage.models import RouterDecision, Ticket
@@ -68,27 +82,58 @@ class Ignored:
 
 
 class ShadowRouter:
-    def __init__(self, config: Config, clock: Clock):
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock,
+        *,
+        board: Board | None = None,
+        forges: dict[str, Forge] | None = None,
+    ):
+        """`board` is the composition root's (its listeners wired); without one, a board whose stage changes the
+        router hears and whose slot claims the scorecard hears. `forges` are the forge adapters (built once by the
+        caller; from the configuration's tokens when not given): who the service is on each."""
         self.config = config
         self.clock = clock
         # The database's policy in force, read per event; the environment's first policy until one is stored.
         self.policy = PolicyInForce(Policy.from_config(config))
         self.view = LiveBoardView()
         self.known_keys = KnownTicketKeys(config.ticket_prefixes)
+        self.board = board or Board(
+            config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,)
+        )
+        self.dispatch = Dispatch(config, clock, self.board, policy=self.policy)
+        if board is None:
+            # A ticket finished or blocked cancels its jobs (the composition root wires this on its own board).
+            self.board.stage_listeners.append(self.dispatch.ticket_moved)
+        self.loop = PullRequestLoop(config, clock, self.board, self.dispatch)
+        self.own = OwnForgeUsers(forge_adapters(config) if forges is None else forges)
 
     # -- intake ------------------------------------------------------------------------------------------
 
-    def receive(self, document: Any) -> Receipt:
-        """Route one envelope in its own transaction."""
-        return units.run(lambda: self._route(document), what="routing the event")
+    def receive(self, document: Any, *, record_only: bool = False) -> Receipt:
+        """Route one envelope in its own transaction (`record_only`: record and judge it, act on nothing)."""
+        self._learn_own(document)
+        return units.run(lambda: self._route(document, record_only=record_only), what="routing the event")
 
-    def receive_batch(self, documents: list[Any]) -> list[Receipt]:
+    def receive_batch(self, documents: list[Any], *, record_only: bool = False) -> list[Receipt]:
         """Route a batch in order, in one transaction: all of it is recorded, or (on a crash) none of it.
 
         Each envelope is judged as it would be alone, and sees the decisions of those before it (a second
         pipeline_failed counts the first one's fixer dispatch; a repeated id is a duplicate).
         """
-        return units.run(lambda: [self._route(d) for d in documents], what="routing the batch")
+        for document in documents:
+            self._learn_own(document)
+        return units.run(lambda: [self._route(d, record_only=record_only) for d in documents], what="routing the batch")
+
+    def _learn_own(self, document: Any) -> None:
+        """Before the unit of work (an outbound call never sits in a transaction): who the service is on the forge a
+        forge event came from, asked once."""
+        if isinstance(document, dict) and document.get("source") == "forge":
+            actor = document.get("actor")
+            ident = actor.get("id") if isinstance(actor, dict) else None
+            if isinstance(ident, str) and ":" in ident:
+                self.own.learn(ident.split(":", 1)[0])
 
     def receive_delivery(self, delivery: deliveries.Delivery) -> Receipt | Ignored:
         """Normalize a signed webhook delivery and route its envelope.
@@ -98,6 +143,8 @@ class ShadowRouter:
         as one accepted before (see `deliveries.identify`) answers with that event's decision."""
         deliveries.check_fresh(delivery, now=self.clock(), tolerance=self.config.webhook_tolerance_seconds)
         identity = deliveries.identify(delivery)
+        if delivery.endpoint == "forge":
+            self.own.learn(delivery.sender)
 
         def work() -> Receipt | Ignored:
             # Every delivery answered 2xx (a duplicate, an ignored one too) is remembered by its id, so the
@@ -116,9 +163,9 @@ class ShadowRouter:
 
     # -- the one path every envelope takes ---------------------------------------------------------------
 
-    def _route(self, document: Any, *, same_event: str | None = None) -> Receipt:
+    def _route(self, document: Any, *, same_event: str | None = None, record_only: bool = False) -> Receipt:
         """`same_event` is what makes a redelivery the same event (a webhook's, see `deliveries.identify`);
-        for an envelope it is its id."""
+        for an envelope it is its id. `record_only`: nothing is dispatched and no ticket moves."""
         now = self.clock()
         found = envelope_violations(document)
         if found:
@@ -144,12 +191,13 @@ class ShadowRouter:
         if earlier is not None:
             # The event's own id, as first recorded: a replay under another delivery id answers with it.
             return Receipt(Intake.DUPLICATE, earlier.event_id, earlier)
-        taken_up = scorecard.roles_taken_up_by(document)
+        own = is_own(document, self.own.ids())
+        taken_up = () if own else scorecard.roles_taken_up_by(document)
         if taken_up:
             scorecard.record_signal(document["subject"]["id"], taken_up, at=now)
         view = RecordingBoardView(self.view)
         policy = self.policy()
-        result = evaluate(document, view, policy, now=now)
+        result = evaluate(document, view, policy, now=now, own=own, max_age=self.config.dispatch_max_age_seconds)
         rule = result.rule
         row = decisions.record(
             event_id=event_id,
@@ -169,21 +217,23 @@ class ShadowRouter:
             dispatched=False,
         )
         if (
-            rule is not None
+            not record_only
+            and rule is not None
             and rule.mode == LIVE
             and result.outcome == WOULD_DISPATCH
             and document["subject"]["type"] == "ticket"
-            and not dispatch.paused()  # read only here: a shadow rule's decision costs no statement more
         ):
-            row.job_id = dispatch.queue(
+            forge = document.get("forge")
+            queued = self.dispatch.queue(
                 decision_id=row.id,
                 event_id=event_id,
                 ticket=row.subject_id,
                 role=result.role,
                 rule=rule.name,
+                head_sha=forge.get("head_sha") if isinstance(forge, dict) else None,
                 at=now,
             )
-            row.dispatched = True
+            row.job_id, row.dispatched, row.held = queued.job_id, not queued.held, queued.held
         scorecard.record_decision(
             decision_id=row.id,
             subject_id=row.subject_id if document["subject"]["type"] == "ticket" else None,
@@ -195,6 +245,8 @@ class ShadowRouter:
         )
         # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
         decisions.accept(same_event, row, at=now, alias=event_id)
+        if not record_only:
+            self.loop.follow(document, outcome=result.outcome, decision_id=row.id)
         return Receipt(Intake.ACCEPTED, event_id, row)
 
     # -- reading -----------------------------------------------------------------------------------------
@@ -210,7 +262,13 @@ class ShadowRouter:
         """Every recorded decision in the range under the policy in force with the members of `knobs` (a partial
         policy document) changed; writes nothing."""
         candidate = self.policy().changed(**knobs)
-        return backtest(candidate, since=since, until=until, list_at_most=list_at_most)
+        return backtest(
+            candidate,
+            since=since,
+            until=until,
+            list_at_most=list_at_most,
+            max_age=self.config.dispatch_max_age_seconds,
+        )
 
     def scorecard(
         self, *, since: datetime | None = None, until: datetime | None = None, window_seconds: int = 86400
@@ -240,9 +298,18 @@ class ShadowRouter:
         source: str | None,
         subject_id: str | None,
         since: datetime | None,
+        include_own: bool = False,
     ) -> tuple[list[RouterDecision], str | None]:
+        """Decisions newest first; the service's own (`own`) only when asked to include them, or asked for by their
+        outcome."""
         return decisions.page(
-            limit=limit, cursor=cursor, outcome=outcome, source=source, subject_id=subject_id, since=since
+            limit=limit,
+            cursor=cursor,
+            outcome=outcome,
+            source=source,
+            subject_id=subject_id,
+            since=since,
+            exclude_outcome=None if include_own or outcome == OWN else OWN,
         )
 
 

@@ -7,7 +7,6 @@ import pytest
 from dispatch_kit import board, claim, output, policy, queue_job, set_policy, worker
 
 from domain.clock import iso
-from domain.dispatch import switch
 from storage.db import connection
 
 from events_kit import gate
@@ -31,7 +30,9 @@ def rows(kind: str | None = None) -> list:
 
 
 def pause(paused: bool, clock) -> None:
-    switch.set(paused=paused, reason="a test pauses" if paused else None, actor="admin", clock=clock)
+    from domain.config import Config
+
+    dispatch(Config(), clock).set_switch(paused=paused, reason="a test pauses" if paused else None, actor="admin")
 
 
 def live_job(api, key: str = "PORT-7") -> dict:
@@ -79,8 +80,16 @@ def test_a_live_rule_blocked_by_a_gate_or_a_paused_switch_queues_nothing(api, cl
     assert (blocked["mode"], blocked["dispatched"], blocked["job_id"]) == ("live", False, None)
     pause(True, clock)
     paused = queue_job(api, "PORT-8")
-    assert (paused["outcome"], paused["mode"], paused["dispatched"]) == ("would_dispatch", "live", False)
-    assert api.get("/api/v1/dispatch/jobs").json["jobs"] == []
+    # Paused: the job waits, held, until dispatch resumes; the decision says so.
+    assert (paused["outcome"], paused["mode"], paused["dispatched"], paused["held"]) == (
+        "would_dispatch",
+        "live",
+        False,
+        True,
+    )
+    assert [(j["id"], j["state"]) for j in api.get("/api/v1/dispatch/jobs").json["jobs"]] == [
+        (paused["job_id"], "held")
+    ]
 
 
 # -- claims ------------------------------------------------------------------------------------------------------
@@ -111,16 +120,19 @@ def test_a_claim_takes_the_oldest_job_holds_the_bay_and_moves_the_ticket(api):
 
 def test_a_claim_is_204_when_the_fleet_is_full_nothing_is_queued_or_dispatch_is_paused(api, clock):
     bay = worker(api)
-    assert claim(bay).status_code == 204
+    nothing = claim(bay)
+    assert (nothing.status_code, nothing.headers["Svc-Idle-Reason"]) == (204, "nothing-queued")
     board(api, "PORT-7", "PORT-8")
     set_policy(api, policy(fleet_size=1))
     queue_job(api, "PORT-7")
     queue_job(api, "PORT-8")
     pause(True, clock)
-    assert claim(bay).status_code == 204
+    paused = claim(bay)
+    assert (paused.status_code, paused.headers["Svc-Idle-Reason"]) == (204, "paused")
     pause(False, clock)
     assert claim(bay).status_code == 200
-    assert claim(worker(api, "bay-2"), "bay-2").status_code == 204  # fleet_size 1: one job runs
+    full = claim(worker(api, "bay-2"), "bay-2")
+    assert (full.status_code, full.headers["Svc-Idle-Reason"]) == (204, "fleet-full")  # fleet_size 1: one job runs
     assert [j["state"] for j in api.get("/api/v1/dispatch/jobs").json["jobs"]] == ["queued", "running"]
 
 
@@ -145,10 +157,11 @@ def test_a_claim_cancels_jobs_whose_ticket_was_stopped_and_leaves_those_of_anoth
     assert api.post("/api/v1/slots/bay-9/claim", json={"ticket": "PORT-7"}).status_code == 200
     taken = claim(bay)
     assert taken.status_code == 200 and taken.json["job"]["id"] == jobs["PORT-8"]
-    states = {j["ticket"]: (j["state"], j["reason"]) for j in api.get("/api/v1/dispatch/jobs").json["jobs"]}
+    states = {j["ticket"]: (j["state"], j["failure"]) for j in api.get("/api/v1/dispatch/jobs").json["jobs"]}
+    # Blocking or cancelling a ticket cancelled its job at once; the claim passed PORT-7's, which works in bay-9.
     assert states == {
-        "PORT-5": ("cancelled", "PORT-5 is blocked: nothing to do"),
-        "PORT-6": ("cancelled", "PORT-6 is cancelled: nothing to do"),
+        "PORT-5": ("cancelled", {"kind": "cancelled", "detail": "PORT-5 is blocked"}),
+        "PORT-6": ("cancelled", {"kind": "cancelled", "detail": "PORT-6 is cancelled"}),
         "PORT-7": ("queued", None),  # PORT-7 works in bay-9: that bay's worker takes it
         "PORT-8": ("running", None),
     }
@@ -259,8 +272,8 @@ def test_a_refused_output_is_422_naming_every_violation_fails_the_job_and_writes
     assert paths == ["/branch", "/files_changed/0", "/files_changed/1", "/role", "/ticket"]
     assert refused.json["job"]["state"] == "failed"
     # The job keeps why, every violation named (its page shows it).
-    reason = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["reason"]
-    assert all(path in reason for path in paths), reason
+    failure = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["failure"]
+    assert failure["kind"] == "output" and all(path in failure["detail"] for path in paths), failure
     assert rows("forge_write") == []
     ticket = api.get("/api/v1/tickets/PORT-7").json
     assert (ticket["waiting_on"], ticket["needs_you"]) == ("agent_failed", True)
@@ -314,10 +327,13 @@ def reap(config, clock) -> int:
         return dispatch(config, clock).reap()
 
 
-def test_a_lease_that_runs_out_puts_the_job_back_then_fails_it_after_the_retry_budget(api, config, clock):
+def test_a_lease_that_runs_out_puts_the_job_back_then_fails_it_after_its_attempts(api, config, clock):
+    import dataclasses
+
+    config = dataclasses.replace(config, worker_lease_attempts=2)  # SVC_WORKER_LEASE_ATTEMPTS: not the retry budget
     bay = worker(api)
     board(api, "PORT-7")
-    set_policy(api, policy(retry_budget=1))
+    set_policy(api, policy(retry_budget=0))
     job_id = queue_job(api, "PORT-7")["job_id"]
     assert claim(bay).status_code == 200
     clock.advance(seconds=299)
@@ -334,7 +350,7 @@ def test_a_lease_that_runs_out_puts_the_job_back_then_fails_it_after_the_retry_b
     clock.advance(seconds=301)
     assert reap(config, clock) == 1
     job = api.get(f"/api/v1/dispatch/jobs/{job_id}").json
-    assert (job["state"], job["attempts"]) == ("failed", 2)
+    assert (job["state"], job["attempts"], job["failure"]["kind"]) == ("failed", 2, "lease")
     assert api.get("/api/v1/tickets/PORT-7").json["waiting_on"] == "agent_failed"
     assert "PORT-7" in rows("chat")[-1].payload["content"]
     with connection():

@@ -144,8 +144,9 @@ def test_the_snapshot_shows_the_board_at_once(api, board, clock):
     assert set(snap["health"]["checks"]) == {"database", "disk", "jobs", "outbox", "forge_secret"}
     assert all(check["ok"] for check in snap["health"]["checks"].values())
     assert snap["counts"]["by_stage"]["human_test"] == 1 and snap["counts"]["by_stage"]["done"] == 0
-    assert snap["counts"]["needs_you"] == 1 and snap["counts"]["blocked"] == 1 and snap["counts"]["stuck"] == 1
-    assert [t["key"] for t in snap["needs_you"]] == ["PORT-1"]
+    # A blocked ticket needs someone too (a pull request closed without merge, a fixer's budget spent).
+    assert snap["counts"]["needs_you"] == 2 and snap["counts"]["blocked"] == 1 and snap["counts"]["stuck"] == 1
+    assert [t["key"] for t in snap["needs_you"]] == ["PORT-1", "PORT-2"]
     assert [a["agent_id"] for a in snap["agents"]][:3] == ["writing-daily", "ops-daily-pulse", "ops-weekly-digest"]
     assert snap["automation"] == {"enabled": True, "updated_at": None, "updated_by": None}
     assert snap["slots"] == [api.get("/api/v1/slots").json["slots"][0]]

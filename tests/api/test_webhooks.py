@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from dispatch_kit import policy, set_policy
 
 from events_kit import (
     ALLOWLIST,
@@ -72,7 +73,11 @@ def test_a_signed_github_push_to_a_pr_is_recorded_and_waits_for_ci(api):
         "suggested_role": None,
     }
     assert envelope["actor"] == {"kind": "agent", "id": "github:svc-coder[bot]", "roles": []}
-    assert envelope["forge"] == {"pr_number": 42, "branch": "port-12-login-email"}
+    assert envelope["forge"] == {
+        "pr_number": 42,
+        "branch": "port-12-login-email",
+        "head_sha": "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d",  # pull_request.head.sha
+    }
     assert (decision["kind"], decision["subject_id"], decision["outcome"]) == ("synchronized", "PORT-12", "no_action")
 
 
@@ -129,6 +134,7 @@ def test_a_workflow_run_at_the_forge_endpoint_is_normalized_as_ci_and_dispatches
         "branch": "port-12-login-email",
         "pipeline_id": 11893154871,
         "pipeline_status": "failure",
+        "head_sha": "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d",  # workflow_run.head_sha
     }
     assert (decision["outcome"], decision["role"]) == ("would_dispatch", "fixer")
 
@@ -179,7 +185,11 @@ def test_a_form_encoded_github_delivery_is_accepted_and_is_the_same_event_as_its
     assert result.json["event_id"] == "github:0f3e5a2c-c6a5-11f0-8e7d-2a6b7c8d9e01"
     decision = result.json["decision"]
     assert (decision["kind"], decision["subject_id"], decision["outcome"]) == ("opened", "PORT-12", "no_action")
-    assert decision["envelope"]["forge"] == {"pr_number": 42, "branch": "port-12-login-email"}
+    assert decision["envelope"]["forge"] == {
+        "pr_number": 42,
+        "branch": "port-12-login-email",
+        "head_sha": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+    }
     # The same event as JSON (a redelivery after the webhook's content type was changed): nothing new.
     body = raw_example("payloads/github/pull_request.opened.json")
     again = send(api, "forge", body, github_headers("pull_request", "6b1f0a40-c6a4-11f0-8d1e-2a6b7c8d9e01", body))
@@ -262,6 +272,7 @@ def test_a_workflow_waiting_for_approval_is_a_manual_pipeline_not_a_pending_one(
         "branch": "port-12-login-hint-typo",
         "pipeline_id": 11894502216,
         "pipeline_status": "manual",
+        "head_sha": "5e7a91c0d2b34f6a8c9d0e1f2a3b4c5d6e7f8a9b",
     }
     assert [(d["kind"], d["subject_id"], d["outcome"]) for d in decisions(api)] == [
         ("pipeline_started", "PORT-12", "no_action")
@@ -822,20 +833,26 @@ def test_a_delivery_that_names_its_issue_nowhere_is_422_and_recorded_nowhere(api
 
 
 def failed_run(attempt: int) -> bytes:
+    """The workflow failing again on a new head (a fixer pushed in between)."""
     document = example("payloads/github/workflow_run.completed-failure.json")
-    document["workflow_run"].update(run_attempt=attempt, updated_at=f"2026-11-20T09:{10 + attempt}:00Z")
+    document["workflow_run"].update(
+        run_attempt=attempt, updated_at=f"2026-11-20T09:{10 + attempt}:00Z", head_sha=f"{attempt:x}" * 40
+    )
     return json.dumps(document).encode()
 
 
 def test_a_used_up_retry_budget_blocks_the_fixer_but_not_a_coder(api, clock):
+    set_policy(api, policy(live=("fixer",)))
     for attempt in (1, 2, 3):
         body = failed_run(attempt)
         send(api, "forge", body, github_headers("workflow_run", f"run-{attempt}", body))
-    assert [(d["outcome"], d["role"]) for d in reversed(decisions(api))] == [
-        ("would_dispatch", "fixer"),
-        ("would_dispatch", "fixer"),
-        ("blocked", "fixer"),
+    # Two fixer jobs since the last green pipeline (the budget): the third red pipeline, on a new head, is stuck.
+    assert [(d["outcome"], d["role"], d["dispatched"]) for d in reversed(decisions(api))] == [
+        ("would_dispatch", "fixer", True),
+        ("would_dispatch", "fixer", True),
+        ("stuck", "fixer", False),
     ]
+    assert api.get("/api/v1/tickets/PORT-12").json["stage"] == "blocked"
     body = linear_body(STARTED, at=clock.now)
     decision = send(api, "tracker", body, linear_headers("start", body)).json["decision"]
     assert (decision["subject_id"], decision["outcome"], decision["role"]) == ("PORT-12", "would_dispatch", "coder")

@@ -182,6 +182,69 @@ def test_a_409_on_heartbeat_means_the_job_is_no_longer_ours_and_the_command_stop
     assert code == FAILED and fake.results == [] and "no longer this worker's" in err.getvalue()
 
 
+def test_heartbeats_go_at_least_every_ten_seconds_whatever_the_lease(tmp_path):
+    """`min(lease / 3, 10 s)`: a long lease still hears a cancel within 15 s (here the ten seconds are a tenth)."""
+    release = tmp_path / "release"
+    waits = python(
+        "import os, sys, time, json\n"
+        "job = json.load(sys.stdin)\n"
+        f"while not os.path.exists({str(release)!r}): time.sleep(0.02)\n"
+        "print(json.dumps({'schema': 'svc.worker-output/v0', 'ticket': job['ticket']['key'], 'role': job['role'],"
+        " 'status': 'no_changes', 'summary': 'waited'}))"
+    )
+    with FakeDispatch(lease_seconds=300) as fake:
+        fake.on_heartbeat = lambda job_id, count: release.touch() if count == 2 else None
+        job = fake.queue()
+        code = make(fake, waits, heartbeat_every=0.1).run(once=True)
+    beats = [at for ident, at in fake.heartbeats if ident == job["id"]]
+    assert code == OK and len(beats) == 2  # a third of the lease would be 100 s: none would have come yet
+    assert worker.HEARTBEAT_EVERY == 10.0
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("import sys; sys.stderr.write('starting\\nboom: the tests would not build\\n'); sys.exit(3)", 3),
+        ("import sys; sys.stderr.write('it did nothing\\n')", 0),  # exited 0 having printed nothing
+    ],
+)
+def test_a_command_that_crashes_or_prints_nothing_sends_a_failed_result_and_exits_1(code, said):
+    err = io.StringIO()
+    command = python(code)
+    with FakeDispatch() as fake:
+        job = fake.queue("PORT-12", "fixer")
+        exit_code = make(fake, command, err=err).run(once=True)
+    ((job_id, body),) = fake.results
+    sent = json.loads(body)
+    last = "boom: the tests would not build" if said else "it did nothing"
+    assert sent == {
+        "schema": "svc.worker-output/v0",
+        "ticket": "PORT-12",
+        "role": "fixer",
+        "status": "failed",
+        "summary": f"{sys.executable} exited {said}: {last}",
+        "event_id": job["event_id"],
+    }
+    assert worker_output_violations(sent) == []
+    assert exit_code == FAILED and fake.jobs[job_id]["state"] == "failed"
+    assert last in err.getvalue()  # the command's standard error still passes through
+
+
+def test_the_workers_own_words_for_an_output_are_the_contracts():
+    from contracts.envelope import OUTPUT_FAILED, OUTPUT_STATUSES, WORKER_OUTPUT_VERSION
+
+    assert worker.OUTPUT_SCHEMA == WORKER_OUTPUT_VERSION
+    assert worker.OUTPUT_FAILED == OUTPUT_FAILED and worker.OUTPUT_FAILED in OUTPUT_STATUSES
+
+
+def test_nothing_to_claim_says_why(tmp_path):
+    err = io.StringIO()
+    with FakeDispatch() as fake:
+        fake.idle_reason = "bay-held"
+        assert make(fake, TOY, err=err).run(once=True) == NOTHING
+    assert "nothing to claim (bay-held)" in err.getvalue()
+
+
 def test_an_output_that_is_not_json_is_sent_as_it_is_and_the_gates_422_exits_1():
     err = io.StringIO()
     with FakeDispatch() as fake:

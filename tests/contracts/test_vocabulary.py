@@ -19,7 +19,8 @@ def test_a_decision_records_the_outcomes_evaluation_declares_and_an_envelope_s_s
 def test_a_backtest_flip_names_the_outcomes_of_a_valid_envelope():
     for side in ("recorded", "candidate"):
         flip = contracts.part("router-backtest-report.json", f"/properties/flips/items/properties/{side}")
-        assert flip["enum"] == [outcome for outcome in OUTCOMES if outcome != REJECTED]
+        # Neither a rejected envelope nor the service's own event is backtested.
+        assert flip["enum"] == [outcome for outcome in OUTCOMES if outcome not in (REJECTED, "own")]
 
 
 def test_the_envelope_s_kinds_are_its_lifecycle_forge_and_ci_kinds():

@@ -98,7 +98,12 @@ def test_a_valid_output_becomes_exactly_one_draft_pull_request_its_comment_the_l
     (comment,) = github.comments
     assert comment["body"] == "The change is ready for review."
     written = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]
-    assert written == {"pull_request": pull["html_url"], "comment": comment["html_url"], "error": None}
+    assert written == {
+        "state": "written",
+        "pull_request": pull["html_url"],
+        "comment": comment["html_url"],
+        "error": None,
+    }
     ticket = api.get("/api/v1/tickets/PORT-7").json
     assert (ticket["link"], ticket["stage"], ticket["waiting_on"]) == (pull["html_url"], "ci", "ci")
     assert ticket["timeline"][0]["kind"] == "pull_request" and pull["html_url"] in ticket["timeline"][0]["summary"]
@@ -159,9 +164,14 @@ def test_a_refusal_is_given_up_and_the_job_says_why(app_factory, config_factory,
     github.fail(403, times=5)
     deliver(config, clock)
     assert [m.status for m in messages()] == ["failed"]
-    error = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]["error"]
+    found = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json
+    error = found["forge"]["error"]
     assert "403" in error or "not accessible" in error
     assert GITHUB_TOKEN not in error and github.pull_requests(REPO) == []
+    # Loud: the job stays succeeded (its output was accepted), its write failed, the ticket needs someone.
+    assert (found["state"], found["forge"]["state"], found["failure"]["kind"]) == ("succeeded", "failed", "forge")
+    ticket = api.get("/api/v1/tickets/PORT-7").json
+    assert (ticket["stage"], ticket["waiting_on"], ticket["needs_you"]) == ("execute", "forge_failed", True)
 
 
 @pytest.mark.parametrize("missing", ["token", "repo"])

@@ -85,7 +85,9 @@ def landings(stage: str, key: str = "PORT-1") -> dict[str, str]:
 def test_the_board_menu_offers_every_move_the_machine_allows_and_no_other(stage):
     menu = ticket_machine.menu("PORT-1", stage)
     landed = landings(stage)
-    moves = {target for event, target in landed.items() if event not in {"mark_done", "cancel"}}
+    moves = {
+        target for event, target in landed.items() if event not in {"mark_done", "cancel", *ticket_machine.FORGE_EVENTS}
+    }
     assert set(menu.moves) == moves
     assert len(menu.moves) == len(set(menu.moves))
     assert (menu.mark_done, menu.cancel) == ("mark_done" in landed, "cancel" in landed)
@@ -98,3 +100,29 @@ def test_the_board_menu_offers_every_move_the_machine_allows_and_no_other(stage)
 def test_the_writing_ticket_gets_no_menu_since_the_machine_refuses_it_everything(stage):
     assert landings(stage, key="WRITING-DAILY") == {}
     assert ticket_machine.menu("WRITING-DAILY", stage).empty
+
+
+# The moves a ticket's pull request makes (CONTRACT.md, "The loop"): never a person's `move`.
+FORGE_MOVES = {
+    "new_push": {"execute", "human_test", "human_merge"},
+    "merged": {"execute", "ci", "human_test", "human_merge"},
+}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("event", sorted(FORGE_MOVES))
+def test_the_forge_moves_go_from_the_stages_the_loop_names(stage, event):
+    target = {"new_push": "ci", "merged": "ship"}[event]
+    if stage in FORGE_MOVES[event]:
+        assert ticket_machine.fire(Row(stage), event) == (stage, target)
+        assert ticket_machine.allows(stage, event)
+        assert target not in ticket_machine.allowed_moves(stage) or ticket_machine.move_event(stage, target) != event
+    else:
+        with pytest.raises(TransitionForbidden):
+            ticket_machine.fire(Row(stage), event)
+        assert not ticket_machine.allows(stage, event)
+
+
+def test_a_person_cannot_move_a_ticket_out_of_a_human_gate_to_ci():
+    assert "ci" not in ticket_machine.allowed_moves("human_test")
+    assert "ci" not in ticket_machine.allowed_moves("human_merge")

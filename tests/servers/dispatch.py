@@ -2,12 +2,13 @@
 earned"), for the reference worker's tests; the real service's end-to-end test is a separate one.
 
 - `POST /api/v1/dispatch/claim {"bay"}` → 200 `{"job": <job, with "envelope" and "ticket">, "lease_seconds"}` for
-  the oldest queued job (`queue(...)` adds one), else 204.
+  the oldest queued job (`queue(...)` adds one), else 204 with `Svc-Idle-Reason` (`idle_reason`).
 - `POST /api/v1/dispatch/jobs/{id}/heartbeat {}` → 200 `{"leased_until", "cancel", "reason"}`; `cancel(id, reason)`
   makes the next answers say `cancel: true`, `lose(id)` makes them 409 (the job is no longer this worker's).
 - `POST /api/v1/dispatch/jobs/{id}/result` → 200 with the job (`succeeded`, or `failed` for an output whose status
   is `failed`), or 422 problem+json with one error per violation: the output gate, run with the contract's own
-  validator plus the job's ticket and role. A result for a job not running is 409.
+  validator plus the job's ticket and role; a body that is not a JSON object is 422 `/bad-output`. A result for a job
+  not running is 409.
 - `GET /api/v1/dispatch/jobs/{id}` → the job.
 HTTP basic: `workers` (name → password) may call them; `others` (a viewer, say) get 403; anyone else 401.
 `fail(status, times=, path=, retry_after=)` answers the next matching calls so (5xx, 429). `on_heartbeat` (a
@@ -58,6 +59,7 @@ class FakeDispatch:
         self.lost: set[int] = set()
         self.failures: list[dict[str, Any]] = []
         self.on_heartbeat: Callable[[int, int], None] | None = None
+        self.idle_reason = "nothing-queued"  # what a 204 to a claim says (Svc-Idle-Reason)
         self.ids = itertools.count(1)
         self.lock = threading.RLock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -173,7 +175,7 @@ class FakeDispatch:
             if not isinstance(body, dict) or not isinstance(body.get("bay"), str):
                 return 422, {}, _problem(422, "bay is required")
             if not self.queued:
-                return 204, {}, None
+                return 204, {"Svc-Idle-Reason": self.idle_reason}, None
             job = self.queued.popleft()
             now = datetime.now(UTC)
             job.update(
@@ -207,6 +209,11 @@ class FakeDispatch:
             if job["state"] != "running" or job["id"] in self.lost:
                 return 409, {}, _problem(409, "this job is no longer running")
             output = _parsed(raw)
+            if not isinstance(output, dict):  # not JSON, empty, an array: the service's /bad-output
+                job["state"], job["finished_at"] = "failed", _stamp(datetime.now(UTC))
+                body = _problem(422, "the result is not a JSON object")
+                body["type"] = "https://svc.invalid/problems/bad-output"
+                return 422, {}, body
             errors = [{"path": v.path, "message": v.message} for v in worker_output_violations(output)]
             if isinstance(output, dict) and not errors:
                 if output.get("ticket") != job["ticket"]["key"]:

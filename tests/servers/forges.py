@@ -300,6 +300,12 @@ class FakeGitHub(_FakeForge):
             self.numbers.setdefault(repo, itertools.count(1))
         return self
 
+    def push(self, repo: str, branch: str) -> None:
+        """`branch` is pushed to `repo` now (a worker pushed it after the repository was made)."""
+        with self.lock:
+            if self.repos[repo]["branches"] is not None:
+                self.repos[repo]["branches"].add(branch)
+
     def rename_repo(self, old: str, new: str) -> None:
         """The repository `old` is now `new`: its pull requests go with it, and the old name answers 301/307."""
         with self.lock:

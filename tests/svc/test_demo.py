@@ -48,7 +48,8 @@ def test_tickets_stand_in_every_stage_waiting_on_every_kind_of_thing(demo):
 
     board = tickets(demo.api)
     assert {t["stage"] for t in board} == set(STAGES)
-    assert {t["waiting_on"] for t in board} - {None} == set(WAITING_ON)
+    # Every wait but a failed forge write, which only live dispatch makes (the demo's rules stay in shadow mode).
+    assert {t["waiting_on"] for t in board} - {None} == set(WAITING_ON) - {"forge_failed"}
     assert [t["key"] for t in board if t["assigned_slot"]]
     writing = next(t for t in board if t["key"] == "WRITING-DAILY")
     assert (writing["stage"], writing["waiting_on"]) == ("execute", "agent")
@@ -71,8 +72,9 @@ def test_every_agent_has_a_history_some_failing_and_only_the_poller_late(demo):
 def test_the_router_recorded_every_outcome_from_every_source(demo):
     from domain.router.shadow import OUTCOMES, SOURCES
 
-    assert set(demo.filled.outcomes) == set(OUTCOMES)
-    decisions = demo.api.get("/api/v1/router/decisions?limit=500").json["decisions"]
+    # Every outcome but `stuck`, which only a live fixer's jobs make (the demo's rules stay in shadow mode).
+    assert set(demo.filled.outcomes) == set(OUTCOMES) - {"stuck"}
+    decisions = demo.api.get("/api/v1/router/decisions?limit=500&include=own").json["decisions"]
     assert len(decisions) == sum(demo.filled.outcomes.values())
     assert {d["source"] for d in decisions} == set(SOURCES)
     assert {d["role"] for d in decisions if d["outcome"] == "would_dispatch"} == {"coder", "fixer"}
@@ -87,7 +89,7 @@ def test_the_policy_it_judged_with_is_the_policy_in_force_under_which_nothing_fl
     assert set(in_force["policy"]["allowlist"]) == DEMO_ALLOWLIST and in_force["set_by"] == "svc demo"
     today = demo.api.post("/api/v1/router/backtest", json={})
     assert today.status_code == 200, today.text
-    assert today.json["flipped"] == 0 and today.json["evaluated"] > 100
+    assert today.json["flipped"] == 0 and today.json["evaluated"] > 50
     # "Try a policy" opens at today's policy: nothing flips.
     page = demo.api.get("/decisions/try")
     assert f"0 of {today.json['evaluated']} decisions would flip" in page.text
@@ -101,7 +103,7 @@ def test_the_suggested_backtest_flips_what_the_advice_says(demo):
     from processes import SVC, svc_env
 
     suggestion = demo.filled.suggestion
-    assert suggestion.command == "svc backtest --fleet-size 2"
+    assert suggestion.command.startswith("svc backtest --allowlist ") and "svc:grace" in suggestion.command
     env = svc_env(DATABASE_URL=demo.config.database_url, SVC_DATA_DIR=str(demo.config.data_dir))
     ran = subprocess.run(
         [SVC, *suggestion.command.split()[1:], "--format", "json"],
@@ -113,12 +115,12 @@ def test_the_suggested_backtest_flips_what_the_advice_says(demo):
     )
     assert ran.returncode == 0, ran.stderr
     found = json.loads(ran.stdout)
-    # A second bay lets through what the fleet gate held, and nothing else changes.
-    assert found["flipped"] > 0 and found["flips_by_gate"]["fleet"] == found["flipped"]
-    assert {gate for gate, n in found["flips_by_gate"].items() if n} == {"fleet"}
+    # Letting Grace through lets through what the authorization gate held of hers, and nothing else changes.
+    assert found["flipped"] > 0 and found["flips_by_gate"]["authorization"] == found["flipped"]
+    assert {gate for gate, n in found["flips_by_gate"].items() if n} == {"authorization"}
     assert suggestion.words() == (
-        f"`svc backtest --fleet-size 2` flips {found['flipped']} of the {found['evaluated']} decisions, "
-        "all on the fleet gate"
+        f"`{suggestion.command}` flips {found['flipped']} of the {found['evaluated']} decisions, "
+        "all on the authorization gate"
     )
 
 
@@ -150,6 +152,7 @@ def test_every_kind_of_timeline_entry_has_words_on_the_ticket_page(demo):
     # entries of dispatch jobs: the demo's rules stay in shadow mode (each job entry is read on a ticket's page by
     # tests/api/web/test_job_pages.py).
     jobs = {"job_claimed", "job_succeeded", "job_failed", "job_requeued", "job_cancelled", "pull_request"}
+    jobs |= {"job_retried", "forge_failed", "forge_retried"}
     assert set(KINDS) - written == {"slot_release_failed", *jobs}
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from domain.router.policy import FIRST_RULES
+from domain.policy.document import FIRST_RULES
 from svc.cli import main
 
 from events_kit import ALLOWLIST

@@ -36,6 +36,7 @@ from domain.router.senders.payloads import (
     Pipeline,
     Transition,
     Unmappable,
+    commit_id,
     event_id,
     forge_event,
     maybe,
@@ -137,7 +138,17 @@ def pull_request(event_id: str, payload: dict[str, Any], known: KnownKeys) -> di
     else:
         raise Unmappable(f"pull_request action {action} is not routed")
     what = Transition(kind, from_state, to_state, utc_timestamp(occurred, path="/pull_request/updated_at"))
-    about = ChangeRequest(repo, number, branch, title, name=f"{repo}#{number}")
+    # The head the event is about; on a merge, the commit it made on the base branch.
+    merge_commit = commit_id(maybe(pr, "merge_commit_sha")) if kind == "merged" else None
+    about = ChangeRequest(
+        repo,
+        number,
+        branch,
+        title,
+        name=f"{repo}#{number}",
+        head_sha=commit_id(maybe(pr, "head", "sha")),
+        merge_commit_sha=merge_commit,
+    )
     return forge_event(event_id, what, about, actor=actor_of(maybe(payload, "sender")), known=known)
 
 
@@ -165,5 +176,5 @@ def workflow_run(event_id: str, payload: dict[str, Any], known: KnownKeys) -> di
         from_state, status = _UNDECIDED[action]
     occurred = maybe(run, "updated_at") or need(payload, "workflow_run", "created_at")
     what = Transition(kind, from_state, status, utc_timestamp(occurred, path="/workflow_run/updated_at"))
-    about = Pipeline(repo, run_id, pr_number, branch, title)
+    about = Pipeline(repo, run_id, pr_number, branch, title, head_sha=commit_id(maybe(run, "head_sha")))
     return forge_event(event_id, what, about, actor=dict(CI_ACTOR), known=known)

@@ -38,6 +38,7 @@ from domain.router.senders.payloads import (
     Pipeline,
     Transition,
     Unmappable,
+    commit_id,
     event_id,
     forge_event,
     maybe,
@@ -130,7 +131,17 @@ def merge_request(event_id: str, payload: dict[str, Any], known: KnownKeys) -> d
         raise Unmappable(f"merge_request action {action or '(none)'} is not routed")
     occurred = maybe(attrs, "updated_at") or maybe(attrs, "created_at")
     what = Transition(kind, from_state, to_state, utc_timestamp(occurred, path="/object_attributes/updated_at"))
-    about = ChangeRequest(repo, iid, branch, title, name=f"{repo}!{iid}")
+    # The head is the merge request's last commit; a merge names the commit it made (none for a fast-forward).
+    merge_commit = commit_id(maybe(attrs, "merge_commit_sha")) if kind == "merged" else None
+    about = ChangeRequest(
+        repo,
+        iid,
+        branch,
+        title,
+        name=f"{repo}!{iid}",
+        head_sha=commit_id(maybe(attrs, "last_commit", "id")),
+        merge_commit_sha=merge_commit,
+    )
     return forge_event(event_id, what, about, actor=actor_of(maybe(payload, "user")), known=known)
 
 
@@ -150,5 +161,5 @@ def pipeline(event_id: str, payload: dict[str, Any], known: KnownKeys) -> dict[s
     iid = iid if isinstance(iid, int) and not isinstance(iid, bool) and iid > 0 else None
     occurred = maybe(attrs, "finished_at") or maybe(attrs, "created_at")
     what = Transition(kind, from_state, to_state, utc_timestamp(occurred, path="/object_attributes/created_at"))
-    about = Pipeline(repo, pipeline_id, iid, branch, title)
+    about = Pipeline(repo, pipeline_id, iid, branch, title, head_sha=commit_id(maybe(attrs, "sha")))
     return forge_event(event_id, what, about, actor=dict(CI_ACTOR), known=known)

@@ -69,6 +69,7 @@ class PayloadError(ContractViolation):
 _KEY_IN_BRANCH = re.compile(r"(?:^|[/_])([A-Za-z][A-Za-z0-9]*-[0-9]+)(?=$|[-_/.])")
 _KEY_IN_TITLE = re.compile(r"\b([A-Z][A-Z0-9]*-[0-9]+)\b")
 _DELIVERY_ID = re.compile(r"^[\x21-\x7e]{1,150}$")
+_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
 # Given candidate keys (upper case), the ones whose prefix the board knows.
 KnownKeys = Callable[[Sequence[str]], Collection[str]]
@@ -111,6 +112,14 @@ def event_id(prefix: str, delivery: str | None, raw: bytes) -> str:
     if usable_delivery_id(delivery):
         return f"{prefix}:{delivery}"
     return f"{prefix}:sha256-{hashlib.sha256(raw).hexdigest()[:48]}"
+
+
+def commit_id(value: Any) -> str | None:
+    """A git commit id as a sender names it (40 hex digits, or 64), lower-cased; None for anything else."""
+    if not isinstance(value, str):
+        return None
+    lowered = value.strip().lower()
+    return lowered if _SHA.match(lowered) else None
 
 
 def usable_delivery_id(value: str | None) -> str | None:
@@ -255,6 +264,8 @@ class ChangeRequest:
     branch: str
     title: str | None
     name: str
+    head_sha: str | None = None
+    merge_commit_sha: str | None = None
 
 
 @dataclass(frozen=True)
@@ -269,6 +280,7 @@ class Pipeline:
     number: int | None
     branch: str | None
     title: str | None
+    head_sha: str | None = None
 
     @property
     def name(self) -> str:
@@ -284,6 +296,10 @@ def forge_event(
     forge: dict[str, Any] = {"pr_number": about.number, "branch": about.branch}
     if isinstance(about, Pipeline):
         forge.update(pipeline_id=about.pipeline_id, pipeline_status=what.to_state)
+    if about.head_sha is not None:
+        forge["head_sha"] = about.head_sha
+    if isinstance(about, ChangeRequest) and about.merge_commit_sha is not None:
+        forge["merge_commit_sha"] = about.merge_commit_sha
     return build(
         event_id=event_id,
         occurred_at=what.occurred_at,

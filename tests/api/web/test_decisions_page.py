@@ -104,7 +104,7 @@ def test_each_decision_is_one_line_with_the_gates_that_stopped_it(routed):
     closed = found.decisions.index(next(d for d in found.decisions if d["data-subject"] == "acme/portfolio#43"))
     assert "✗ agreement no initiative is known for the subject" in found.gates[closed]
     html = routed.get("/decisions").text
-    assert html.count("all 6 gates pass") == sum(
+    assert html.count("all 7 gates pass") == sum(
         1 for d in listed.values() if d["gates"] and all(g["passed"] for g in d["gates"])
     )
     assert '<details class="envelope">' not in html  # the envelopes are on the decisions' own pages
@@ -119,7 +119,7 @@ def test_a_decisions_own_page_spells_out_every_gate_with_its_reason(routed):
             continue
         gates = found.gates[0]
         names = [g.split()[2] for g in gates]
-        assert names == ["authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget"]
+        assert names == ["authorization", "agreement", "budget", "fleet", "human_gate", "retry_budget", "fresh"]
         assert all(g.startswith(("✓ pass ", "✗ fail ")) and len(g.split()) > 3 for g in gates), gates
     closed = next(
         d for d in routed.get("/api/v1/router/decisions").json["decisions"] if d["subject_id"] == "acme/portfolio#43"
@@ -303,7 +303,7 @@ def test_every_control_has_a_label(routed):
 
 
 def test_since_shows_only_decisions_evaluated_from_then_on_as_the_api_does(routed, clock):
-    clock.advance(hours=1)  # 11:00 UTC: one more decision
+    clock.advance(minutes=45)  # 10:45 UTC: one more decision (within the hour an event stays fresh)
     later = copy.deepcopy(example(MAPPING + "2-forge-synchronized-agent-await-ci.json"))
     later["id"] = "github:push-later"
     assert routed.post("/api/v1/events", json=later, auth="ci").status_code == 202

@@ -14,6 +14,7 @@ import pytest
 from dispatch_kit import board, claim, output, policy, queue_job, set_policy, worker
 
 from domain.clock import iso
+from storage.db import connection
 
 from router_kit import allowlisted
 from testclient import ApiClient
@@ -170,26 +171,29 @@ def forge_wrote(config, clock, job_id: int, pull: str) -> None:
     """What the jobs process records once the forge answered: the pull request (and its timeline entry), the comment."""
     from domain.board import Board
     from domain.dispatch.forge import ForgePlan, ForgeWrites
+    from integrations.forges import ChangeRequest
     from storage.db import connection
 
     plan = ForgePlan(
         job_id=job_id,
         ticket="PORT-7",
+        role="coder",
         forge="github",
         repo="acme/portfolio",
         branch="svc/port-7/work",
         title="PORT-7: the change",
         body="What it does and why.",
-        draft=True,
         comment="The change is ready for review.",
+        head_sha="a" * 40,
         pull_request=None,
         number=None,
         commented=False,
     )
     writes = ForgeWrites(config, clock, Board(config, clock))
     with connection():
-        writes.pull_request_written(plan, url=pull, created=True)
+        writes.pull_request_known(plan, ChangeRequest(12, pull, created=True))
         writes.comment_written(plan, url=pull + "#issuecomment-1")
+        writes.written(job_id)
 
 
 def test_an_unknown_job_is_a_page_saying_so(api):
@@ -226,7 +230,7 @@ def test_the_scorecard_counts_each_live_rules_jobs_by_state(api):
     table = re.search(r'<table class="scorecard" id="scorecard-jobs">.*?</table>', api.get("/decisions").text, re.S)
     assert table, "no table of the live rules' jobs"
     cells = dict(re.findall(r'<td data-state="(\w+)">(?:<a [^>]*>)?(\d+)', table.group(0)))
-    assert cells == {"queued": "1", "running": "1", "succeeded": "0", "failed": "0", "cancelled": "1"}
+    assert cells == {"queued": "1", "held": "0", "running": "1", "succeeded": "0", "failed": "0", "cancelled": "1"}
     assert re.findall(r'<tr data-rule="(\w+)">', table.group(0)) == ["coder"]
 
 
@@ -253,8 +257,6 @@ def test_a_decision_says_its_mode_and_links_to_the_job_it_queued(api):
 def test_every_kind_of_job_entry_reads_in_words_on_its_tickets_timeline(api, config, clock):
     """A refused output, a cancel, a lease that ran out and the pull request the jobs process opened: each kind of
     entry a job writes on its ticket (the demo tells no dispatch story) reads in words, with a link to its job."""
-    import dataclasses
-
     from domain.board import Board
     from domain.dispatch.forge import ForgeWrites
     from domain.dispatch.jobs import Dispatch
@@ -280,11 +282,12 @@ def test_every_kind_of_job_entry_reads_in_words_on_its_tickets_timeline(api, con
     again = claim(bays[2], "bay-3").json["job"]  # its bay was freed with the lease
     assert again["id"] == lapsed
     assert bays[2].post(f"/api/v1/dispatch/jobs/{lapsed}/result", json=output(again)).status_code == 200
-    forging = dataclasses.replace(config, github_api_token="a-token")  # the plan needs a token to write with
-    writes = ForgeWrites(forging, clock, Board(forging, clock))
-    with connection():
-        plan = writes.plan(lapsed)
-    writes.pull_request_written(plan, url="https://github.com/acme/portfolio/pull/12", created=True)
+    from integrations.forges import ChangeRequest, GitHubForge
+
+    writes = ForgeWrites(config, clock, Board(config, clock))
+    forges = {"github": GitHubForge("https://github.invalid", "a-token")}  # a forge to plan for: nothing is called
+    plan = writes.begin(lapsed, forges=forges)
+    writes.pull_request_known(plan, ChangeRequest(12, "https://github.com/acme/portfolio/pull/12", created=True))
 
     expected = {"PORT-7": ("job_failed", failed), "PORT-8": ("job_cancelled", cancelled)}
     expected |= {"PORT-9": ("job_requeued", lapsed)}
@@ -295,3 +298,25 @@ def test_every_kind_of_job_entry_reads_in_words_on_its_tickets_timeline(api, con
     pull = re.search(r'data-kind="pull_request".*?</li>', api.get("/tickets/PORT-9").text, re.S)
     assert pull and 'href="https://github.com/acme/portfolio/pull/12"' in pull.group(0)
     assert f'href="/jobs/{lapsed}"' in pull.group(0)
+
+
+def test_an_operator_may_run_a_failed_job_again_and_retry_its_failed_forge_write_from_its_page(api):
+    (job_id,) = live(api, "PORT-7")
+    bay = worker(api)
+    job = claim(bay).json["job"]
+    bay.post(f"/api/v1/dispatch/jobs/{job_id}/result", json=output(job, "failed"))
+    html = api.get(f"/jobs/{job_id}").text
+    assert f'data-endpoint="/api/v1/dispatch/jobs/{job_id}/retry"' in html and "Run again" in html
+    assert "the worker said it failed" in text_of(html) and 'class="failure-kind" data-kind="worker"' in html
+    assert "Its forge write: nothing to write" in text_of(html) and "forge/retry" not in html
+    again = api.post(f"/api/v1/dispatch/jobs/{job_id}/retry", json={}).json
+    html = api.get(f"/jobs/{again['id']}").text
+    assert f'It runs job <a href="/jobs/{job_id}">{job_id}</a> again.' in html
+    from storage.models import DispatchJob
+
+    with connection():
+        DispatchJob.update(state="succeeded", forge_state="failed", failure_kind="forge").where(
+            DispatchJob.id == job_id
+        ).execute()
+    html = api.get(f"/jobs/{job_id}").text
+    assert f'data-endpoint="/api/v1/dispatch/jobs/{job_id}/forge/retry"' in html and "Retry the forge write" in html

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from domain.router.policy import FIRST_RULES
+from domain.policy.document import FIRST_RULES
 
 from conftest import BASIC, CI_SECRET
 from events_kit import ALLOWLIST, seed_board

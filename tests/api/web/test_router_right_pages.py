@@ -77,8 +77,9 @@ def test_a_decision_page_shows_its_facts_and_policy(api, history):
     assert page.status_code == 200
     words = text(page.text)
     assert "Ticket stage queued" in words and "Initiative stage active" in words
-    assert "Wallet not locked" in words and "Fixer dispatches of the last day not counted" in words
-    assert "Retry budget 2 fixer dispatches per ticket per day" in words and STRANGER not in words
+    assert "Wallet not locked" in words and "Fixer dispatches since the last green pipeline not counted" in words
+    assert "Jobs running 0" in words and "The event's age 0 s" in words
+    assert "Retry budget 2 fixer jobs per ticket since its last green pipeline" in words and STRANGER not in words
     missing = api.get("/decisions/999999")
     assert missing.status_code == 404 and "No router decision 999999" in missing.text
     assert api.get("/decisions/not-a-number").status_code == 404

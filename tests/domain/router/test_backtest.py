@@ -5,8 +5,9 @@ import copy
 import json
 
 import pytest
+from dispatch_kit import claim, make_job, policy, set_policy, worker
 
-from domain.router.policy import FIRST_RULES
+from domain.policy.document import FIRST_RULES
 from svc.cli import main
 
 from events_kit import ALLOWLIST, seed_board
@@ -26,7 +27,8 @@ def backtest(api, **body) -> dict:
 
 def test_a_decision_records_the_policy_it_applied_and_the_facts_its_gates_read(api):
     seed_board(api, tickets={"PORT-1": "queued", "PORT-2": "execute"})
-    api.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-2"})
+    make_job("PORT-2")
+    assert claim(worker(api)).status_code == 200  # a job runs: the fleet of one is full
     decision = route(api, envelope("state_changed", "PORT-1"))
     policy = decision["policy"]
     assert policy["allowlist"] == sorted(ALLOWLIST)
@@ -34,13 +36,13 @@ def test_a_decision_records_the_policy_it_applied_and_the_facts_its_gates_read(a
     assert len(policy["version"]) == 12
     assert decision["facts"] == {
         "ticket_stage": "queued",
-        "ticket_initiative_id": "portfolio",
         "initiative_stage": "active",
         "wallet_locked": False,
-        "slots_held_by_others": 1,
+        "jobs_running": 1,
         "fixer_dispatches": None,  # no fixer rule matched: the retry budget counted nothing
+        "age_seconds": 0.0,  # it happened just now
     }
-    assert decision["outcome"] == "blocked"  # PORT-2 holds the one slot of the fleet
+    assert decision["outcome"] == "blocked"  # PORT-2's job runs in the fleet of one
     listed = api.get("/api/v1/router/decisions").json["decisions"][0]
     assert (listed["policy"], listed["facts"]) == (policy, decision["facts"])
     fixer = route(api, envelope("pipeline_failed", "PORT-2", actor="gitlab:gitlab-ci"))
@@ -74,32 +76,39 @@ def test_the_recorded_policy_flips_nothing_and_an_allowlist_change_flips_what_it
     assert len(api.get("/api/v1/router/decisions").json["decisions"]) == 2
 
 
+def red(head: str) -> dict:
+    """A failed pipeline on PORT-1's head `head` (a fixer pushed another between two of them)."""
+    document = envelope("pipeline_failed", "PORT-1", actor="gitlab:gitlab-ci")
+    document["forge"]["head_sha"] = head * 40
+    return document
+
+
 def test_the_retry_budget_counts_the_candidates_own_fixer_dispatches(api, clock):
     seed_board(api, tickets={"PORT-1": "ci"})
+    set_policy(api, policy(live=("fixer",)))
     outcomes = []
-    for _ in range(3):
-        outcomes.append(route(api, envelope("pipeline_failed", "PORT-1", actor="gitlab:gitlab-ci"))["outcome"])
+    for head in "abc":
+        outcomes.append(route(api, red(head))["outcome"])
         clock.advance(minutes=10)
-    assert outcomes == ["would_dispatch", "would_dispatch", "blocked"]
+    # Two fixer jobs since the last green pipeline spend the budget: the third red head is stuck.
+    assert outcomes == ["would_dispatch", "would_dispatch", "stuck"]
 
     more = backtest(api, policy={"retry_budget": 3})
     assert [(f["recorded"], f["candidate"], f["gates"]) for f in more["flips"]] == [
-        ("blocked", "would_dispatch", ["retry_budget"])
+        ("stuck", "would_dispatch", ["retry_budget"])
     ]
-    # With a budget of one, the second is blocked; the third stays blocked, counting the candidate's one
-    # dispatch (not the two recorded), so it does not flip.
+    # With a budget of one, the second is stuck; the third stays stuck, counting the candidate's one dispatch (not
+    # the two recorded), so it does not flip.
     fewer = backtest(api, policy={"retry_budget": 1})
-    assert [(f["recorded"], f["candidate"]) for f in fewer["flips"]] == [("would_dispatch", "blocked")]
+    assert [(f["recorded"], f["candidate"]) for f in fewer["flips"]] == [("would_dispatch", "stuck")]
     assert fewer["unchanged"] == 2
-    # A new day: the budget counts only the last day.
-    clock.advance(days=1)
-    assert route(api, envelope("pipeline_failed", "PORT-1", actor="gitlab:gitlab-ci"))["outcome"] == "would_dispatch"
     assert backtest(api)["flipped"] == 0
 
 
 def test_a_larger_fleet_flips_the_decisions_the_fleet_gate_blocked(api):
     seed_board(api, tickets={"PORT-1": "execute", "PORT-2": "queued"})
-    api.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-1"})
+    make_job("PORT-1")
+    assert claim(worker(api)).status_code == 200
     assert route(api, envelope("state_changed", "PORT-2"))["outcome"] == "blocked"
     report = backtest(api, policy={"fleet_size": 2})
     assert report["flips_by_gate"] == {
@@ -109,6 +118,7 @@ def test_a_larger_fleet_flips_the_decisions_the_fleet_gate_blocked(api):
         "fleet": 1,
         "human_gate": 0,
         "retry_budget": 0,
+        "fresh": 0,
     }
 
 
@@ -232,17 +242,21 @@ def test_decisions_recorded_without_facts_are_not_replayable_and_never_guessed(a
 
 
 def test_the_range_and_the_list_of_flips(api, clock):
+    from datetime import timedelta
+
+    from domain.clock import iso
+
     seed_board(api, tickets={"PORT-1": "queued"})
-    first = clock()
+    first = clock().replace(microsecond=0)
     for _ in range(3):
         route(api, envelope("state_changed", "PORT-1", actor=STRANGER))
-        clock.advance(hours=1)
+        clock.advance(minutes=20)  # each still fresh when it is judged
     candidate = {"allowlist": [STRANGER]}
     assert backtest(api, policy=candidate)["flipped"] == 3
-    since = (first.replace(microsecond=0)).isoformat().replace("+00:00", "Z")
-    later = backtest(api, policy=candidate, since=since.replace("T10:", "T11:"))
+    second = iso(first + timedelta(minutes=20))
+    later = backtest(api, policy=candidate, since=second)
     assert (later["evaluated"], later["flipped"]) == (2, 2)
-    window = backtest(api, policy=candidate, since=since, until=since.replace("T10:", "T11:"))
+    window = backtest(api, policy=candidate, since=iso(first), until=second)
     assert window["evaluated"] == 1
 
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from domain.config import Config
+from domain.policy.document import Policy
 from domain.router.board_view import Facts, RecordedBoardView, RecordingBoardView, SnapshotBoardView, TicketState
-from domain.router.evaluation import BLOCKED, NO_ACTION, WOULD_DISPATCH, evaluate
+from domain.router.evaluation import BLOCKED, NO_ACTION, STUCK, WOULD_DISPATCH, evaluate
 from domain.router.gates import GATES, GateInput
-from domain.router.policy import Policy
 
 from events_kit import (
     ALLOWLIST,
@@ -99,7 +99,9 @@ def old_evaluate(envelope: Envelope, view, policy: Policy, *, now: datetime) -> 
 
 def new_evaluate(envelope: Envelope, view, policy: Policy, *, now: datetime) -> tuple:
     result = evaluate(envelope, view, policy, now=now)
-    return (result.rule_name, result.outcome, result.role, [(g["gate"], g["passed"]) for g in result.gates])
+    # A fixer whose budget is spent was blocked then; it is `stuck` now (the same verdicts, a name of its own).
+    outcome = BLOCKED if result.outcome == STUCK else result.outcome
+    return (result.rule_name, outcome, result.role, [(g["gate"], g["passed"]) for g in result.gates])
 
 
 FIRST = Policy.from_config(Config(router_allowlist=ALLOWLIST, retry_budget_per_day=2))
@@ -173,7 +175,7 @@ def boards() -> list[SnapshotBoardView]:
                 tickets={k: TicketState(k, stage, "portfolio") for k in keys},
                 initiatives={"portfolio": initiative},
                 locked=locked,
-                fleet_holders={"PORT-1"} if locked else set(),
+                running=1 if locked else 0,
             )
         )
     return found

@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 
 from domain.errors import PreconditionFailed
+from domain.policy.document import Policy
+from domain.policy.in_force import PolicyInForce
 from domain.router import policy_versions
-from domain.router.policy import Policy
 
 THRESHOLDS = policy_versions.Thresholds(days=14, min_settled=20, min_agreement=0.8)
 
@@ -49,7 +50,7 @@ def test_two_changes_from_one_version_at_once_store_one_and_refuse_the_other(app
 
 
 def test_the_policy_in_force_is_read_per_call_and_parsed_once_per_version(app, clock, db_session):
-    held = policy_versions.PolicyInForce(Policy(frozenset()))
+    held = PolicyInForce(Policy(frozenset()))
     first = held()
     assert first.version == policy_versions.current().version  # the app's first policy, as stored
     assert held() is first  # the same version: the parsed policy held

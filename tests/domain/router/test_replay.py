@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from domain.policy.document import Policy
 from domain.router.board_view import SnapshotBoardView, TicketState
-from domain.router.policy import Policy
 from domain.router.replay import replay
 from svc.cli import main
 
@@ -41,9 +41,9 @@ def test_replay_against_a_snapshot_prints_one_decision_per_line_and_a_summary(tm
         "would_dispatch",  # mapping 3: fixer
         None,  # a redelivery of line 1
         "no_action",  # mapping 4: the poller
-        "would_dispatch",  # the second red pipeline of the day: fixer
-        "blocked",  # the third: the retry budget is spent
-        "blocked",  # needs_you leads to a human gate
+        "would_dispatch",  # the second red pipeline: fixer
+        "stuck",  # the third: the retry budget (fixers since the last green pipeline) is spent
+        "own",  # the service's own needs_you (from svc, by the system)
         "rejected",
     ]
     assert lines[3] == {"line": 4, "event_id": lines[0]["event_id"], "duplicate_of_line": 1, "dispatched": False}
@@ -53,16 +53,16 @@ def test_replay_against_a_snapshot_prints_one_decision_per_line_and_a_summary(tm
     assert lines[0]["policy"]["allowlist"] == sorted(ALLOWLIST) and len(lines[0]["policy"]["version"]) == 12
     assert set(lines[0]["facts"]) == {
         "ticket_stage",
-        "ticket_initiative_id",
         "initiative_stage",
         "wallet_locked",
-        "slots_held_by_others",
+        "jobs_running",
         "fixer_dispatches",
+        "age_seconds",
     }
     assert lines[2]["facts"]["fixer_dispatches"] == 0 and lines[5]["facts"]["fixer_dispatches"] == 1
     assert (lines[8]["policy"], lines[8]["facts"]) == (None, None)
     assert result.stderr.strip().endswith(
-        "replayed 9 line(s): would_dispatch 3, blocked 2, no_action 2, rejected 1, duplicates 1; "
+        "replayed 9 line(s): would_dispatch 3, blocked 0, stuck 1, no_action 2, own 1, rejected 1, duplicates 1; "
         f"would dispatch by role: coder 1, fixer 2; against the snapshot {SNAPSHOT}"
     )
     assert not (tmp_path / "svc.sqlite3").exists()  # a snapshot replay never touches a database
@@ -74,7 +74,7 @@ def test_a_policy_change_can_be_compared_on_the_same_history(tmp_path):
     looser = run_cli(str(HISTORY), "--snapshot", str(SNAPSHOT), "--retry-budget", "3", env_extra=env)
     assert [json.loads(x).get("outcome") for x in looser.stdout.splitlines()][6] == "would_dispatch"
     closed = run_cli(str(HISTORY), "--snapshot", str(SNAPSHOT), "--allowlist", "nobody", env_extra=env)
-    assert "would_dispatch 0, blocked 7" in closed.stderr
+    assert "would_dispatch 0, blocked 6, stuck 0, no_action 0, own 1" in closed.stderr
 
 
 def test_a_broken_snapshot_is_refused_naming_the_violation(tmp_path, capsys):
@@ -151,18 +151,22 @@ def test_replay_without_a_board_says_so(tmp_path, monkeypatch, capsys):
     assert "cannot read the board" in capsys.readouterr().err
 
 
-def test_a_saved_snapshot_knows_which_tickets_hold_a_slot_in_the_fleet(
+def test_a_saved_snapshot_knows_how_many_jobs_run(
     app_factory, config_factory, database_url, monkeypatch, capsys, tmp_path
 ):
+    from dispatch_kit import claim, make_job, worker
+
     api = ApiClient(
         app_factory(config_factory()), basic="admin:correct-horse-battery", ci_secret="test-ci-secret-0123456789abcdef"
     )
     seed_board(api, tickets={"PORT-15": "execute", "PORT-16": "queued"})
-    assert api.post("/api/v1/slots/bay-1/claim", json={"ticket": "PORT-15"}).status_code == 200
+    make_job("PORT-15")
+    assert claim(worker(api)).status_code == 200
     assert api.post("/api/v1/slots/bay-2/claim", json={"ticket": "PORT-16"}).status_code == 200
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("SVC_DATA_DIR", str(tmp_path))
     snapshot = tmp_path / "board.json"
     assert main(["replay", "--save-snapshot", str(snapshot)]) == 0
-    # Only a slot held in execute or ci counts against the fleet of one.
-    assert json.loads(snapshot.read_text())["fleet_holders"] == ["PORT-15"]
+    # The fleet counts running jobs: PORT-15's; PORT-16 only holds a bay.
+    saved = json.loads(snapshot.read_text())
+    assert saved["jobs_running"] == 1 and "fleet_holders" not in saved

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain.router.policy import Policy
-from domain.router.rules import Rule, compile_when, first_match, version_of, when_words
+from domain.policy.document import Policy
+from domain.policy.rules import Rule, compile_when, first_match, version_of, when_words
 
 from router_kit import envelope
 

@@ -104,10 +104,10 @@ def _history(api, clock, days: int = 3) -> None:
     """Three days of decisions, each taken up or not, then the clock past their windows."""
     seed_board(api, tickets={f"PORT-{i}": "queued" for i in range(1, 2 * days + 1)})
     for day in range(days):
-        route(api, envelope("state_changed", f"PORT-{day + 1}"))
-        route(api, envelope("state_changed", f"PORT-{day + days + 1}", actor=STRANGER))
+        route(api, envelope("state_changed", f"PORT-{day + 1}", at=clock()))
+        route(api, envelope("state_changed", f"PORT-{day + days + 1}", actor=STRANGER, at=clock()))
         clock.advance(hours=2)
-        route(api, envelope("opened", f"PORT-{day + 1}", actor="github:mona"))
+        route(api, envelope("opened", f"PORT-{day + 1}", actor="github:mona", at=clock()))
         clock.advance(days=1)
     clock.advance(days=2)
 
@@ -175,7 +175,9 @@ def test_a_century_on_an_empty_database_is_answered_writing_nothing(api, clock, 
 def test_a_century_with_decisions_answers_as_a_tight_range_and_writes_nothing(api, clock, db_session):
     _history(api, clock)
     _keep(clock)
-    assert route(api, envelope("state_changed", "PORT-1"))["outcome"] == "would_dispatch"  # pending, after the mark
+    assert (
+        route(api, envelope("state_changed", "PORT-1", at=clock()))["outcome"] == "would_dispatch"
+    )  # pending, after the mark
     clock.advance(minutes=1)
     before = _rows_of_every_table()
     century = card(api, "?since=1900-01-01T00:00:00Z&until=2999-01-01T00:00:00Z")

@@ -183,6 +183,8 @@ PATH_WORDS = {
     "forge.branch": "branch",
     "forge.pipeline_id": "pipeline",
     "forge.pipeline_status": "pipeline status",
+    "forge.head_sha": "head commit",
+    "forge.merge_commit_sha": "merge commit",
     "dispatch_hints.eligible_for_worker": "eligible for a worker",
     "dispatch_hints.blocked_reason": "blocked reason",
     "dispatch_hints.suggested_role": "suggested role",

@@ -1,6 +1,6 @@
 """The router's policy as data: one document (`contracts/router-policy.json`) holding the gates' knobs (`allowlist`,
 `retry_budget`, `fleet_size`) and the rules, in order. A `Policy` is that document parsed once, its rules compiled
-(`domain/router/rules.py`); every decision records the policy it was taken under (`as_dict`, with its `version`).
+(`domain/policy/rules.py`); every decision records the policy it was taken under (`as_dict`, with its `version`).
 
 The first policy is the contract's example: the three rules the router has always had (wait for CI, the coder, the
 fixer), every one in shadow mode, with the allowlist and retry budget of the environment (`from_config`). Which
@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from domain.config import Config
-from domain.router.rules import SHADOW, Envelope, Rule, first_match, version_of
+from domain.policy.rules import SHADOW, Envelope, Rule, first_match, version_of
 
 FLEET_SIZE = 1
 MAX_RULES = 100  # contracts/router-policy.json says the same (`$defs/rules`, maxItems)
