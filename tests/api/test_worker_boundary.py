@@ -9,7 +9,6 @@ from dispatch_kit import WORKER_PASSWORD, board, claim, output, policy, queue_jo
 
 from domain import accounts
 from domain.clock import iso
-from domain.dispatch import switch
 from storage.db import connection
 from storage.models import Account
 
@@ -68,7 +67,7 @@ def test_a_worker_added_with_a_bay_claims_into_that_bay_only(api):
     assert taken.status_code == 200 and taken.json["job"]["id"] == ident and taken.json["job"]["bay"] == "bay-9"
 
 
-def test_a_second_claim_while_running_is_409_before_any_204(api, clock):
+def test_a_second_claim_while_running_is_409_before_any_204(api):
     first, second = queued(api, "PORT-7", "PORT-8", fleet_size=2)
     one = worker(api, "bay-1")
     assert claim(one).json["job"]["id"] == first
@@ -76,9 +75,9 @@ def test_a_second_claim_while_running_is_409_before_any_204(api, clock):
     assert again.status_code == 409 and f"job {first}" in again.json["detail"]
     assert job(api, second)["state"] == "queued"
     # Paused (a 204 for anyone else), the worker that holds a running job is still told why it may not claim.
-    switch.set(paused=True, reason="a test pauses", actor="admin", clock=clock)
+    assert api.put("/api/v1/router/dispatch", json={"paused": True, "reason": "a test pauses"}).status_code == 200
     assert claim(one).status_code == 409
-    switch.set(paused=False, reason=None, actor="admin", clock=clock)
+    assert api.put("/api/v1/router/dispatch", json={"paused": False}).status_code == 200
     # Its result handed back, it claims the next.
     handed = one.post(f"/api/v1/dispatch/jobs/{first}/result", json=output(job(api, first), "no_changes"))
     assert handed.status_code == 200, handed.text
