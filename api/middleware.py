@@ -4,6 +4,7 @@ that applies each operation's credentials, query parameters and body schema befo
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import re
 import secrets
@@ -16,9 +17,10 @@ from api.auth import Authenticator
 from api.body import read_json, read_raw
 from api.conditional import require_if_match
 from api.errors import Problem
-from api.operations import BASIC, NO_WORKERS, WORKERS_ONLY, Operation, changes_something
+from api.operations import BASIC, IDENTIFIER, NO_WORKERS, WORKERS_ONLY, Operation, changes_something
 from api.params import refuse_unknown
 from domain.accounts import WORKER
+from domain.identifiers import CONTROL, first_control
 from domain.outage import DatabaseOutage
 from storage.db import db
 
@@ -56,21 +58,41 @@ def refuse_cross_site(req: falcon.Request) -> None:
         raise Problem(403, "cross-site", f"requests from another site may not change anything here: {why}")
 
 
-def refuse_nul(req: falcon.Request, params: dict) -> None:
-    """No key, name or filter contains U+0000, and PostgreSQL cannot even compare text with one: a path
-    parameter holding it names nothing (404), a query parameter holding it is a bad query (400)."""
+# Path parameters that are numbers (a job's, a decision's id), not names.
+_NUMBERED = frozenset({"job_id", "decision_id"})
+_NO_CONTROL = IDENTIFIER["not"]
+_NUL = re.compile("\x00")
+
+
+def refuse_control_characters(req: falcon.Request, params: dict, operation: Operation) -> None:
+    """No key, name or filter holds a control character (`domain/identifiers.py`): a path parameter holding one is a
+    bad request (400), and so is a query parameter declared as an identifier, each naming the parameter; U+0000 in
+    any query parameter (PostgreSQL cannot even compare text with it). A job's or a decision's id is a number, not a
+    name: its responder answers anything but ASCII digits with 404, as for any id that names nothing."""
     for name, value in params.items():
-        if isinstance(value, str) and "\x00" in value:
-            raise Problem(404, "not-found", f"no {name} contains the NUL character (U+0000)")
+        if isinstance(value, str) and name not in _NUMBERED and CONTROL.search(value):
+            said = first_control(value)
+            raise Problem(
+                400,
+                "bad-request",
+                f"path parameter {name!r} holds the control character {said}; no identifier can",
+                errors=[{"path": name, "message": f"holds the control character {said}"}],
+            )
+    # A query parameter declared as an identifier holds no control character; none holds U+0000. (Free text may hold
+    # line breaks: a policy tried on the decisions page comes as a query.)
+    identifiers = {p.name for p in operation.params if p.location == "query" and p.schema.get("not") == _NO_CONTROL}
     for name, value in req.params.items():
         values = value if isinstance(value, list) else [value]
-        if any(isinstance(v, str) and "\x00" in v for v in values) or "\x00" in name:
-            shown = name.replace("\x00", "\\u0000")
+        pattern = CONTROL if name in identifiers else _NUL
+        bad = next((v for v in [name, *values] if isinstance(v, str) and pattern.search(v)), None)
+        if bad is not None:
+            shown = json.dumps(name)[1:-1]
+            said = first_control(bad)
             raise Problem(
                 400,
                 "bad-query",
-                f"query parameter {shown!r} contains the NUL character (U+0000)",
-                errors=[{"path": shown, "message": "contains the NUL character (U+0000)"}],
+                f"query parameter {shown!r} holds the control character {said}",
+                errors=[{"path": shown, "message": f"holds the control character {said}"}],
             )
 
 
@@ -180,7 +202,7 @@ class Guard:
                     f"{identity.actor} has a viewer account: it may read everything and change nothing "
                     "(an operator can change it: svc user role NAME operator)",
                 )
-        refuse_nul(req, params)
+        refuse_control_characters(req, params, operation)
         # Every endpoint alike, from its own declaration: a new resource gets it for free.
         refuse_unknown(req, operation.query_names)
         if operation.if_match_required:

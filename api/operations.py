@@ -100,5 +100,11 @@ class Operation:
             raise ValueError("workers sign in with basic credentials: an operation for them is BASIC")
 
 
+# A key, an id or a name taken in a path or a query: any text without a control character (one is refused, 400).
+IDENTIFIER: dict[str, Any] = {
+    "type": "string",
+    "not": {"pattern": r"[\x00-\x1f\x7f-\x9f]"},
+    "description": "no control character (a line break included)",
+}
 LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Page size.")
 CURSOR = Param("cursor", {"type": "string"}, "The `next` value of the previous page.")

@@ -191,6 +191,16 @@ def job(row: Job) -> dict[str, Any]:
     }
 
 
+def worker(view) -> dict[str, Any]:
+    """A worker as `GET dispatch/workers` lists it (`dispatch-worker-list.json`)."""
+    return {
+        "account": view.account,
+        "bay": view.bay,
+        "job": view.job.id if view.job is not None else None,
+        "last_heard_at": iso(view.last_heard_at),
+    }
+
+
 def policy_version(version: PolicyVersion) -> dict[str, Any]:
     """A version of the router's policy as the contract shapes it (`router-policy-version.json`)."""
     policy = version.policy

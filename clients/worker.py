@@ -426,6 +426,10 @@ def _said(answer: Any) -> str:
 def _refused(response: requests.Response, what: str) -> str:
     if response.status_code == 401:
         return f"{what} refused (401): SVC_WORKER_AUTH is not an account of the service"
+    # The service says why (a claim into another bay than the worker's own, say); else the usual reason.
+    said = _detail(_json(response)) if response.headers.get("Content-Type", "").endswith("json") else ""
+    if said:
+        return f"{what} refused (403) to the account in SVC_WORKER_AUTH: {said}"
     return f"{what} refused (403): the account in SVC_WORKER_AUTH is not a worker (svc user add NAME --role worker)"
 
 

@@ -40,6 +40,8 @@ MIN_PASSWORD = 8  # as for SVC_BASIC_AUTH
 MAX_PASSWORD = 1024  # argon2 takes any length; a bound keeps a hostile header from costing more than a hash
 # Matched whole (fullmatch): "$" would also accept a trailing line break, and "ci\n" reads as "ci" on a page.
 NAME = re.compile(r"[a-z0-9][a-z0-9._@-]{0,63}")
+# A bay is a slot: the names `contracts/common.json` allows a slot (matched whole, for the same reason).
+BAY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Timelines name machines by these actors (api/auth.py): a person called "ci" would read as the CI secret.
 MACHINE_ACTORS = frozenset({"anonymous", "ci", "github", "gitlab", "linear"})
 # At most this many password checks run at once in a process: each holds its hash's memory cost (64 MiB by
@@ -113,6 +115,27 @@ def check_name(name: str, *, reserved: frozenset[str] = frozenset()) -> None:
         raise AccountRefused(f"{name!r} is the name of built-in credentials; choose another name")
 
 
+def check_bay(bay: str) -> None:
+    """A worker's bay is a slot's name (`contracts/common.json`'s `slot_name`)."""
+    if not BAY.fullmatch(bay):
+        raise AccountRefused(
+            f"{bay!r} cannot be a bay: use 1 to 64 letters, digits and . _ -, starting with a letter or digit"
+        )
+
+
+def bay_of(name: str, role: str, bay: str | None) -> str | None:
+    """The bay a `role` account called `name` gets: for a worker, `bay`, else its own name; none for people."""
+    if role != WORKER:
+        if bay is not None:
+            raise AccountRefused("only a worker has a bay (--bay goes with --role worker)")
+        return None
+    chosen = bay if bay is not None else name
+    if bay is None and not BAY.fullmatch(name):
+        raise AccountRefused(f"{name!r} cannot be a bay's name too: give the worker its bay (--bay BAY)")
+    check_bay(chosen)
+    return chosen
+
+
 def check_role(role: str) -> None:
     if role not in ROLES:
         raise AccountRefused(f"{role!r} is not a role; roles: {', '.join(ROLES)}")
@@ -133,19 +156,30 @@ def add(
     password: str,
     *,
     passwords: Passwords,
+    bay: str | None = None,
     reserved: frozenset[str] = frozenset(),
     clock: Clock = system_clock,
 ) -> Account:
-    """Create an account; `reserved` holds names taken by other credentials (the bootstrap user)."""
+    """Create an account; `reserved` holds names taken by other credentials (the bootstrap user). A worker gets its
+    bay (`bay`, else its name). Every account added is a new principal, even under the name of one removed: what
+    the one before did (the jobs it claimed) is not its own."""
     check_name(name, reserved=reserved)
     check_role(role)
+    its_bay = bay_of(name, role, bay)
     check_password(password)
     password_hash = passwords.hash(password)  # slow: outside the transaction
 
     def work() -> Account:
         if accounts.exists(name):
             raise Conflict(f"an account called {name!r} exists already (change its password with: svc user passwd)")
-        return accounts.insert(name=name, role=role, password_hash=password_hash, at=clock())
+        return accounts.insert(
+            name=name,
+            role=role,
+            password_hash=password_hash,
+            at=clock(),
+            principal=secrets.token_hex(16),
+            bay=its_bay,
+        )
 
     return units.run(work, what=f"adding account {name}")
 
@@ -162,12 +196,18 @@ def change_password(name: str, password: str, *, passwords: Passwords, clock: Cl
     units.run(work, what=f"changing the password of {name}")
 
 
-def change_role(name: str, role: str) -> None:
+def change_role(name: str, role: str, *, bay: str | None = None) -> None:
+    """A new role; an account made a worker keeps the bay it had, else gets `bay` (else its name)."""
     check_role(role)
+    its_bay = bay_of(name, role, bay) if role == WORKER else None
+    if bay is not None and role != WORKER:
+        raise AccountRefused("only a worker has a bay (--bay goes with the role worker)")
 
     def work() -> None:
         if not accounts.set_role(name, role):
             raise NotFound("account", name)
+        if its_bay is not None:
+            accounts.set_bay(name, its_bay, unless_set=bay is None)
 
     units.run(work, what=f"changing the role of {name}")
 

@@ -131,11 +131,12 @@ class Board:
 
         return self._shown(units.run(work, what="creating the ticket"))
 
-    def ticket(self, key: str) -> tuple[Ticket, list[TimelineEntry]]:
+    def ticket(self, key: str, *, with_timeline: bool = True) -> tuple[Ticket, list[TimelineEntry]]:
+        """The ticket and its newest timeline entries (none read when not `with_timeline`: a worker's read)."""
         row = tickets.get(key)
         if row is None:
             raise NotFound("ticket", key)
-        return self._shown(row), timeline.newest(key, TIMELINE_ON_TICKET)
+        return self._shown(row), timeline.newest(key, TIMELINE_ON_TICKET) if with_timeline else []
 
     def tickets(
         self,

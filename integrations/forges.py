@@ -16,7 +16,7 @@ person finds a pull request of either, from its API's address. Failures are `Tra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -35,6 +35,7 @@ class ChangeRequest:
     number: int
     url: str
     created: bool
+    body: str = field(default="", compare=False)  # what it says: the service knows its own by the footer it wrote
 
 
 class Forge(Protocol):
@@ -62,11 +63,11 @@ class GitHubForge:
 
     def open_draft(self, repo: str, *, branch: str, title: str, body: str) -> ChangeRequest:
         made = self.client.draft_pull_request(repo, branch=branch, title=title, body=body, draft=True)
-        return ChangeRequest(made.number, made.html_url, made.created)
+        return ChangeRequest(made.number, made.html_url, made.created, made.body)
 
     def find_open(self, repo: str, branch: str) -> ChangeRequest | None:
         found = self.client.open_pull_request(repo, branch)
-        return ChangeRequest(found.number, found.html_url, False) if found is not None else None
+        return ChangeRequest(found.number, found.html_url, False, found.body) if found is not None else None
 
     def comment(self, repo: str, number: int, body: str) -> str:
         return self.client.comment(repo, number, body)
@@ -88,11 +89,11 @@ class GitLabForge:
 
     def open_draft(self, repo: str, *, branch: str, title: str, body: str) -> ChangeRequest:
         made = self.client.draft_merge_request(repo, branch=branch, title=title, body=body, draft=True)
-        return ChangeRequest(made.iid, made.web_url, made.created)
+        return ChangeRequest(made.iid, made.web_url, made.created, made.description)
 
     def find_open(self, repo: str, branch: str) -> ChangeRequest | None:
         found = self.client.open_merge_request(repo, branch)
-        return ChangeRequest(found.iid, found.web_url, False) if found is not None else None
+        return ChangeRequest(found.iid, found.web_url, False, found.description) if found is not None else None
 
     def comment(self, repo: str, number: int, body: str) -> str:
         return self.client.note(repo, number, body)

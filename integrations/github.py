@@ -89,6 +89,7 @@ class PullRequest:
     number: int
     html_url: str
     created: bool
+    body: str = field(default="", compare=False)  # what it says (the service knows its own by its footer)
 
 
 @dataclass
@@ -340,7 +341,8 @@ def _pull_request(record: Any, *, created: bool) -> PullRequest:
         raise TransportError(f"{TARGET}'s pull request answer has no number", permanent=True)
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         raise TransportError(f"{TARGET}'s pull request #{number} has no html_url", permanent=True)
-    return PullRequest(number=number, html_url=url, created=created)
+    said = record.get("body")
+    return PullRequest(number=number, html_url=url, created=created, body=said if isinstance(said, str) else "")
 
 
 def _json(response: requests.Response, what: str) -> Any:

@@ -97,6 +97,7 @@ class MergeRequest:
     iid: int
     web_url: str
     created: bool
+    description: str = field(default="", compare=False)  # what it says (the service knows its own by its footer)
 
 
 @dataclass
@@ -348,7 +349,8 @@ def _merge_request(record: Any, *, created: bool) -> MergeRequest:
         raise TransportError(f"{TARGET}'s merge request answer has no iid", permanent=True)
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         raise TransportError(f"{TARGET}'s merge request !{iid} has no web_url", permanent=True)
-    return MergeRequest(iid=iid, web_url=url, created=created)
+    said = record.get("description")
+    return MergeRequest(iid=iid, web_url=url, created=created, description=said if isinstance(said, str) else "")
 
 
 def _said(response: requests.Response) -> str:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from domain.dispatch import ownership
 from domain.dispatch.forge import ForgePlan, ForgeWrites, Stop
 from integrations.forges import Forge
 from integrations.transport import TransportError
 from jobs.delivery import SENT, SKIP, Attempt, Outcome
+from storage.db import connection
 
 __all__ = ["ForgeWrite"]
 
@@ -28,6 +30,8 @@ class ForgeWrite:
     def __init__(self, writes: ForgeWrites, forges: Mapping[str, Forge]):
         self.writes = writes
         self.forges = forges
+        # A forge's answer that echoes a configured secret is kept (the job's `forge.error`, the outbox) without it.
+        self.redact = writes.redact
 
     def __call__(self, attempt: Attempt) -> Outcome:
         job_id = attempt.payload["job_id"]
@@ -37,20 +41,27 @@ class ForgeWrite:
         try:
             written = self._write(self.forges[plan.forge], plan)
         except TransportError as exc:
+            exc.detail = self.redact(exc.detail)
             return Outcome.failed(exc)
         self.writes.written(job_id)
-        return Outcome.sent(f"job {job_id}: {written}", job_id=job_id)
+        return Outcome.sent(self.redact(f"job {job_id}: {written}"), job_id=job_id)
 
     def _write(self, forge: Forge, plan: ForgePlan) -> str:
         url, number = plan.pull_request, plan.number
         if url is None or number is None:
             made = forge.open_draft(plan.repo, branch=plan.branch, title=plan.title, body=plan.body)
+            if not made.created:
+                # One found open on the branch is written on only when the service opened it for this ticket.
+                with connection():
+                    foreign = ownership.foreign(ticket=plan.ticket, url=made.url, body=made.body)
+                if foreign is not None:
+                    raise TransportError(foreign, permanent=True)
             self.writes.pull_request_known(plan, made)
             url, number = made.url, made.number
         else:
             self.writes.pull_request_known(plan, None)  # a fixer's changes, on the ticket's pull request
         if plan.comment and not plan.commented:
-            self.writes.comment_written(plan, url=forge.comment(plan.repo, number, plan.comment))
+            self.writes.comment_written(plan, url=self.redact(forge.comment(plan.repo, number, plan.comment)))
         return f"pull request {url}" + (" and its comment" if plan.comment else "")
 
     def record(self, attempt: Attempt, outcome: Outcome) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from storage import statements
 from storage.models import (
+    Account,
     AgentRun,
     DispatchJob,
     Initiative,
@@ -98,6 +99,9 @@ PARTS: dict[str, tuple[str, ...]] = {
         f"""(SELECT COUNT(*) FROM {_table(DispatchJob)} WHERE "state" = 'running')""",
         f"""(SELECT MAX("leased_until") FROM {_table(DispatchJob)} WHERE "state" = 'running')""",
     ),
+    # The workers: one added or removed, and each refusal (a worker's calls that pass move the jobs' marks, and its
+    # "last heard" reads in minutes, which the page's tag holds already).
+    "workers": (_count(Account), _max(Account, "refused_at")),
 }
 # What every page shows, whatever else it shows: its marks are in every page's tag.
 EVERY_PAGE = ("dispatch",)

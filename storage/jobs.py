@@ -48,6 +48,7 @@ class Job:
     failure_detail: str | None
     retry_of: int | None
     head_sha: str | None
+    worker_principal: str | None
 
 
 _TABLE = DispatchJob._meta.table_name
@@ -258,9 +259,27 @@ def counts_by_rule() -> dict[str | None, dict[str, int]]:
     return found
 
 
-def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None) -> bool:
-    """Whether `worker` claimed (and so holds or held) the job `job_id`, or a job of `ticket`."""
+def running_held_by(worker: str, principal: str) -> Job | None:
+    """A running job the worker `worker` (that principal of the name, or a claim from before principals were kept)
+    holds, or None (one read of the (worker, id) index)."""
+    found = (
+        DispatchJob.select()
+        .where(
+            (DispatchJob.worker == worker)
+            & (DispatchJob.state == RUNNING)
+            & ((DispatchJob.worker_principal == principal) | DispatchJob.worker_principal.is_null())
+        )
+        .limit(1)
+    )
+    return next(iter(found), None)
+
+
+def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None, principal: str | None = None) -> bool:
+    """Whether `worker` claimed (and so holds or held) the job `job_id`, or a job of `ticket`; that `principal` of
+    the name when one is given (or a claim from before principals were kept)."""
     query = DispatchJob.select(DispatchJob.id).where(DispatchJob.worker == worker)
+    if principal is not None:
+        query = query.where((DispatchJob.worker_principal == principal) | DispatchJob.worker_principal.is_null())
     if ticket is not None:
         query = query.where(DispatchJob.ticket == ticket)
     if job_id is not None:
@@ -271,6 +290,14 @@ def held_by(worker: str, *, ticket: str | None = None, job_id: int | None = None
 def any_of_ticket(ticket: str) -> bool:
     """Whether the ticket ever had a dispatch job."""
     return DispatchJob.select(DispatchJob.id).where(DispatchJob.ticket == ticket).exists()
+
+
+def pull_requests_of(ticket: str) -> set[str]:
+    """The addresses of the pull requests the service recorded for the jobs of `ticket` (its (ticket, id) index)."""
+    query = DispatchJob.select(DispatchJob.forge_pull_request).where(
+        (DispatchJob.ticket == ticket) & DispatchJob.forge_pull_request.is_null(False)
+    )
+    return {url for (url,) in query.tuples()}
 
 
 # -- what the web board reads ------------------------------------------------------------------------------------

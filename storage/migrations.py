@@ -47,6 +47,7 @@ Adding a migration (a column, an index, a table)
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
@@ -447,6 +448,29 @@ def _the_loop(migrator: SchemaMigrator) -> None:
 # Columns a migration renamed, (table, old) -> new: what an upgraded database keeps under another name.
 RENAMED_COLUMNS = {("dispatch_job", "cancel_reason"): "failure_detail"}
 
+
+def _worker_boundary(migrator: SchemaMigrator) -> None:
+    """A worker's bay and principal (an account added again is another principal), what it last did and was refused,
+    and the principal that claimed each job."""
+    apply_operations(
+        migrator.add_column("account", "principal", CharField(max_length=32, null=True)),
+        migrator.add_column("account", "bay", CharField(max_length=64, null=True)),
+        migrator.add_column("account", "last_heard_at", models.UTCDateTimeField(null=True)),
+        migrator.add_column("account", "refused_at", models.UTCDateTimeField(null=True)),
+        migrator.add_column("account", "refusal", TextField(null=True)),
+        migrator.add_column("dispatch_job", "worker_principal", CharField(max_length=32, null=True)),
+    )
+    database = migrator.database
+    # Each account that exists is its own first principal; a worker's bay is its name (`svc user add`'s default).
+    for (name,) in database.execute_sql('SELECT "name" FROM "account"').fetchall():
+        database.execute_sql(
+            'UPDATE "account" SET "principal" = %s WHERE "name" = %s'.replace("%s", database.param),
+            (secrets.token_hex(16), name),
+        )
+    database.execute_sql('UPDATE "account" SET "bay" = "name" WHERE "role" = \'worker\'')
+    apply_operations(migrator.add_not_null("account", "principal"))
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -461,6 +485,11 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
         10,
         "the loop: a job's failure, retry and forge write; a ticket's job and pull request; held decisions",
         _the_loop,
+    ),
+    (
+        11,
+        "a worker's bay and principal, its last call and refusal; the principal that claimed each job",
+        _worker_boundary,
     ),
 ]
 

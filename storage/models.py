@@ -427,7 +427,8 @@ class DispatchJob(BaseModel):
     rule = CharField(max_length=64, null=True)
     state = CharField(max_length=16)  # machines/job.py: queued, held, running, succeeded, failed, cancelled
     bay = CharField(max_length=64, null=True)
-    # The worker account that claimed it last (kept after the job ends: it may still read what it held).
+    # The worker account that claimed it last (kept after the job ends: it may still read what it held); which
+    # principal of that name is `worker_principal`, below.
     worker = CharField(max_length=64, null=True)
     attempts = IntegerField(default=0)
     created_at = UTCDateTimeField()
@@ -449,6 +450,9 @@ class DispatchJob(BaseModel):
     retry_of = BigIntegerField(null=True)
     # A fixer's failing head: one fixer job per failing head of a ticket's pull request.
     head_sha = CharField(max_length=64, null=True)
+    # Which principal of the name `worker` claimed it (`Account.principal`): a name removed and added again is another
+    # worker, to which this job does not belong.
+    worker_principal = CharField(max_length=32, null=True)
 
     class Meta:
         indexes = (
@@ -504,10 +508,19 @@ class Account(BaseModel):
     a new password means a new hash, so processes that remembered the old one notice the change."""
 
     name = CharField(primary_key=True, max_length=64)
-    role = CharField(max_length=16)  # viewer or operator
+    role = CharField(max_length=16)  # viewer, operator or worker
     password_hash = TextField()
     created_at = UTCDateTimeField()
     password_changed_at = UTCDateTimeField()
+    # Drawn anew each time an account is added: one removed and added again under its name is another principal, to
+    # which the jobs of its predecessor (`DispatchJob.worker_principal`) do not belong.
+    principal = CharField(max_length=32)
+    # A worker's bay, the one slot it may claim into (its name unless `svc user add --bay` said otherwise).
+    bay = CharField(max_length=64, null=True)
+    # A worker's last call (a claim, a heartbeat, a result) and its last refusal, with why: the bays panel's.
+    last_heard_at = UTCDateTimeField(null=True)
+    refused_at = UTCDateTimeField(null=True)
+    refusal = TextField(null=True)
 
 
 ALL_MODELS: tuple[type[BaseModel], ...] = (

@@ -347,18 +347,27 @@ def user(args: argparse.Namespace) -> int:
             accounts.check_name(args.name, reserved=reserved)
             if accounts.current(args.name) is not None:
                 raise Conflict(f"an account called {args.name!r} exists already (new password: svc user passwd)")
+            accounts.bay_of(args.name, args.role, args.bay)
             row = accounts.add(
-                args.name, args.role, _read_password(confirm=True), passwords=passwords, reserved=reserved
+                args.name,
+                args.role,
+                _read_password(confirm=True),
+                passwords=passwords,
+                bay=args.bay,
+                reserved=reserved,
             )
-            print(f"svc user: added {row.name} ({row.role}: {accounts.ROLE_MEANING[row.role]})")
+            in_bay = f", in bay {row.bay}" if row.bay else ""
+            print(f"svc user: added {row.name} ({row.role}{in_bay}: {accounts.ROLE_MEANING[row.role]})")
         elif args.action == "passwd":
             if accounts.current(args.name) is None:
                 raise NotFound("account", args.name)
             accounts.change_password(args.name, _read_password(confirm=True), passwords=passwords)
             print(f"svc user: changed the password of {args.name}; the old one stops working within seconds")
         elif args.action == "role":
-            accounts.change_role(args.name, args.role)
-            print(f"svc user: {args.name} is now {args.role} ({accounts.ROLE_MEANING[args.role]})")
+            accounts.change_role(args.name, args.role, bay=args.bay)
+            row = accounts.current(args.name)
+            in_bay = f", in bay {row.bay}" if row is not None and row.role == accounts.WORKER and row.bay else ""
+            print(f"svc user: {args.name} is now {args.role}{in_bay} ({accounts.ROLE_MEANING[args.role]})")
         elif args.action == "remove":
             accounts.remove(args.name)
             print(f"svc user: removed {args.name}; its credentials stop working within seconds")
@@ -422,9 +431,11 @@ def _list_accounts(rows, bootstrap: str | None) -> None:
         print("svc user: no accounts yet; add one with: svc user add NAME --role viewer|operator|worker")
     else:
         width = max(len("name"), *(len(r.name) for r in rows))
-        print(f"{'name':<{width}}  {'role':<8}  {'created':<27}  password changed")
+        bays = max(len("bay"), *(len(r.bay or "-") for r in rows))
+        print(f"{'name':<{width}}  {'role':<8}  {'bay':<{bays}}  {'created':<27}  password changed")
         for row in rows:
-            print(f"{row.name:<{width}}  {row.role:<8}  {iso(row.created_at):<27}  {iso(row.password_changed_at)}")
+            created, changed = iso(row.created_at), iso(row.password_changed_at)
+            print(f"{row.name:<{width}}  {row.role:<8}  {row.bay or '-':<{bays}}  {created:<27}  {changed}")
     if bootstrap:
         print(f"(and the bootstrap operator {bootstrap!r} of SVC_BASIC_AUTH, which is not an account)")
 
@@ -656,10 +667,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["viewer", "operator", "worker"],
         help="viewer: reads only; operator: everything; worker: a machine in a bay, the dispatch endpoints only",
     )
+    add.add_argument("--bay", help="a worker's bay, the only one it may claim jobs into (default: its name)")
     actions.add_parser("passwd", help="set a new password (asked for, or read from stdin)").add_argument("name")
     role = actions.add_parser("role", help="make an account a viewer, an operator or a worker")
     role.add_argument("name")
     role.add_argument("role", choices=["viewer", "operator", "worker"])
+    role.add_argument("--bay", help="a worker's bay (default: the one it had, else its name)")
     actions.add_parser("remove", help="delete an account; what it did stays attributed to it").add_argument("name")
     actions.add_parser("list", help="every account with its role")
     demo_parser = sub.add_parser(

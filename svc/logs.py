@@ -12,7 +12,6 @@ import logging
 import sys
 import threading
 import time
-from urllib.parse import urlsplit
 
 import orjson
 
@@ -124,25 +123,7 @@ def configure(level: str = "INFO", *, secrets: tuple[str, ...] = (), stream=None
 
 
 def secrets_of(config) -> tuple[str, ...]:
-    """Every configured secret, for redaction."""
-    values = [
-        config.ci_webhook_secret,
-        config.basic_auth,
-        config.basic_auth.split(":", 1)[1] if config.basic_auth else None,
-        config.github_webhook_secret,
-        config.gitlab_webhook_token,
-        config.forge_webhook_secret,
-        config.tracker_webhook_secret,
-        config.tracker_api_key,
-        config.discord_webhook_url,
-        *_url_tokens(config.discord_webhook_url),
-    ]
-    return tuple(v for v in values if v)
+    """Every configured secret, for redaction (`domain/redaction.py` says which)."""
+    from domain.redaction import secrets_of as configured
 
-
-def _url_tokens(url: str | None) -> list[str]:
-    """The path segments of a webhook URL long enough to be its token: HTTP client debug logs print the path
-    without the host, so the full URL alone would not be caught."""
-    if not url:
-        return []
-    return [s for s in urlsplit(url).path.split("/") if len(s) >= 16 and not s.isdigit()]  # ids are digits
+    return configured(config)

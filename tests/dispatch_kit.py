@@ -35,11 +35,11 @@ def set_policy(api: ApiClient, document: dict[str, Any]) -> dict[str, Any]:
     return answer.json
 
 
-def worker(api: ApiClient, name: str = "bay-1") -> ApiClient:
-    """An API client signed in as a new worker account `name`."""
+def worker(api: ApiClient, name: str = "bay-1", *, bay: str | None = None) -> ApiClient:
+    """An API client signed in as a new worker account `name` (in bay `bay`, by default its name)."""
     from domain import accounts
 
-    accounts.add(name, "worker", WORKER_PASSWORD, passwords=PASSWORDS)
+    accounts.add(name, "worker", WORKER_PASSWORD, passwords=PASSWORDS, bay=bay)
     return ApiClient(api.client.app, basic=f"{name}:{WORKER_PASSWORD}", ci_secret=CI_SECRET)
 
 
@@ -114,7 +114,7 @@ def output(job: dict[str, Any], status: str = "changes_ready", **changes: Any) -
     if status == "changes_ready":
         document.update(
             {
-                "branch": f"svc/{key.lower()}-work",
+                "branch": f"svc/{key.lower()}/work",
                 "commits": [{"sha": "a" * 40, "message": "Make the change"}],
                 "files_changed": ["src/app.py"],
                 "pull_request": {"title": f"{key}: the change", "body": "What it does and why."},

@@ -8,9 +8,10 @@ import falcon
 
 from api import body, params, representations
 from api.errors import Problem
-from api.operations import CURSOR, LIMIT, WORKERS_ONLY, WORKERS_TOO, Operation, Param
+from api.operations import CURSOR, IDENTIFIER, LIMIT, WORKERS_ONLY, WORKERS_TOO, Operation, Param
 from domain.accounts import WORKER
 from domain.clock import iso
+from domain.dispatch import workers
 from domain.dispatch.forge import ForgeWrites
 from domain.dispatch.jobs import STATES, Dispatch, Idle
 
@@ -33,7 +34,8 @@ class Claim:
             "the lease. 204 when there is none, with `Svc-Idle-Reason` saying why (the first that applies): paused "
             "(dispatch is paused), bay-held (the bay holds a ticket's pull request and that ticket has nothing "
             "queued: the bay is freed when the ticket is done), fleet-full (the policy's fleet size of jobs run), "
-            "nothing-queued. A fixer job of a ticket that holds a bay is claimed only into that bay. 409 when the "
+            "nothing-queued. A fixer job of a ticket that holds a bay is claimed only into that bay. 403 for a bay "
+            "other than the worker's own; 409 while the worker holds a running job (before any 204), or when the "
             "bay was claimed by a person for a ticket the service never ran (workers only)",
             request="dispatch-claim.json",
             responses={200: "dispatch-claim-answer.json", 204: None, **_WORKER_ERRORS, 422: "problem.json"},
@@ -136,7 +138,7 @@ class Jobs:
             responses={200: "dispatch-job-list.json", 400: "problem.json", 401: "problem.json", 403: "problem.json"},
             params=(
                 Param("state", {"type": "string", "enum": list(STATES)}),
-                Param("ticket", {"type": "string"}),
+                Param("ticket", IDENTIFIER),
                 LIMIT,
                 CURSOR,
             ),
@@ -157,11 +159,27 @@ class Jobs:
         resp.media = representations.page("jobs", [representations.job(r) for r in rows], after)
 
 
+class Workers:
+    operations = {
+        "GET": Operation(
+            "The workers, by account name: each one's bay (the only one it claims into), the id of the job it runs "
+            "(null when none) and when it was last heard (a claim, a heartbeat or a result, refused ones too)",
+            responses={200: "dispatch-worker-list.json", 400: "problem.json", 401: "problem.json", 403: "problem.json"},
+            params=(LIMIT, CURSOR),
+            tags=("dispatch",),
+        ),
+    }
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        views, after = workers.page(limit=params.limit(req), cursor=params.cursor(req))
+        resp.media = representations.page("workers", [representations.worker(v) for v in views], after)
+
+
 class Job:
     operations = {
         "GET": Operation(
-            "One dispatch job (a worker: only a job it claimed)",
-            responses={200: "dispatch-job.json", 401: "problem.json", 403: "problem.json", 404: "problem.json"},
+            "One dispatch job (a worker: only a job it claimed; 409 for one an earlier account of its name claimed)",
+            responses={200: "dispatch-job.json", **_WORKER_ERRORS},
             params=(_JOB_ID,),
             tags=("dispatch",),
             workers=WORKERS_TOO,
@@ -253,6 +271,7 @@ def routes(services) -> list[tuple[str, object]]:
     return [
         ("/api/v1/dispatch/claim", Claim(dispatch)),
         ("/api/v1/dispatch/jobs", Jobs(dispatch)),
+        ("/api/v1/dispatch/workers", Workers()),
         ("/api/v1/dispatch/jobs/{job_id}", Job(dispatch)),
         ("/api/v1/dispatch/jobs/{job_id}/heartbeat", Heartbeat(dispatch)),
         ("/api/v1/dispatch/jobs/{job_id}/result", Result(dispatch)),

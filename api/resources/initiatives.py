@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 
 from api import conditional, params, representations
-from api.operations import CURSOR, LIMIT, Operation, Param
+from api.operations import CURSOR, IDENTIFIER, LIMIT, Operation, Param
 from domain.entity_tags import initiative_tag
 
 
@@ -39,7 +39,7 @@ class Initiatives:
         resp.media = representations.initiative(row)
 
 
-_ID = Param("id", {"type": "string"}, location="path", required=True)
+_ID = Param("id", IDENTIFIER, location="path", required=True)
 
 
 class InitiativeItem:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import falcon
 
 from api import conditional, params, representations
-from api.operations import CURSOR, LIMIT, WORKERS_TOO, Operation, Param
+from api.operations import CURSOR, IDENTIFIER, LIMIT, WORKERS_TOO, Operation, Param
 from domain.accounts import WORKER
 from domain.entity_tags import ticket_tag
 from machines.stages import STAGES
 
-_KEY = Param("key", {"type": "string"}, "Ticket key, e.g. PORT-12.", location="path", required=True)
+_KEY = Param("key", IDENTIFIER, "Ticket key, e.g. PORT-12.", location="path", required=True)
 _ACTION_ERRORS = {401: "problem.json", 404: "problem.json", 409: "problem.json", 422: "problem.json"}
 
 
@@ -27,7 +27,7 @@ class Tickets:
             responses={200: "ticket-list.json", 400: "problem.json", 401: "problem.json"},
             params=(
                 Param("stage", {"type": "string", "enum": list(STAGES)}),
-                Param("initiative_id", {"type": "string"}),
+                Param("initiative_id", IDENTIFIER),
                 Param("needs_you", {"type": "boolean"}, "Only tickets a human must act on."),
                 LIMIT,
                 CURSOR,
@@ -71,7 +71,8 @@ class Tickets:
 class TicketItem:
     operations = {
         "GET": Operation(
-            "A ticket with its newest 20 timeline entries (a worker: only the ticket of a job it claimed)",
+            "A ticket with its newest 20 timeline entries (a worker: only the ticket of a job it claimed, and without "
+            "its timeline)",
             responses={200: "ticket-detail.json", 401: "problem.json", 403: "problem.json", 404: "problem.json"},
             params=(_KEY,),
             tags=("board",),
@@ -87,7 +88,12 @@ class TicketItem:
     def on_get(self, req: falcon.Request, resp: falcon.Response, key: str) -> None:
         identity = req.context.identity
         if identity.role == WORKER:
+            # A worker reads the ticket of its job, not what people wrote on its timeline.
             self.dispatch.check_worker_reads_ticket(identity.actor, key)
+            row, _ = self.board.ticket(key, with_timeline=False)
+            conditional.tag(resp, ticket_tag(row))
+            resp.media = representations.ticket(row)
+            return
         row, entries = self.board.ticket(key)
         conditional.tag(resp, ticket_tag(row))
         resp.media = representations.ticket_detail(row, entries)

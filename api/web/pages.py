@@ -11,12 +11,13 @@ import falcon
 
 import contracts
 from api import params
-from api.operations import CURSOR, Operation, Param
+from api.operations import CURSOR, IDENTIFIER, Operation, Param
 from api.web import bays, decisions, dispatch_views, freshness, policy_views, router_right, timeline
 from api.web.render import page, person, signed_in
 from api.web.render import page_operation as _html
 from domain import automation, health
 from domain.dispatch import panel as dispatch_panel
+from domain.dispatch import workers as dispatch_workers
 from domain.errors import InvalidQuery, NotFound
 from domain.ops import agents_strip, runs
 from domain.router import reconciliation
@@ -36,7 +37,7 @@ TICKET_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9]+$")
 LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
 
 # The parts of the board each page shows (`storage.freshness.PARTS`): its ETag moves when one of them does.
-BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives", "jobs")
+BOARD_PARTS = ("tickets", "runs", "settings", "wallet", "slots", "initiatives", "jobs", "workers")
 NEEDS_YOU_PARTS = ("tickets", "settings")
 INITIATIVES_PARTS = ("initiatives", "tickets")
 # A decision links to its subject's ticket page once that ticket exists.
@@ -87,6 +88,7 @@ class BoardPage:
         wallet, percent_used = self.board.wallet_and_percent_used()
         choices, _ = self.board.initiatives(limit=INITIATIVES_TO_CHOOSE_FROM, cursor=None)
         running = dispatch_panel.running_by_bay()
+        workers = dispatch_workers.everyone()
         queued, queued_total = dispatch_panel.queue(self.policy)
         page(
             resp,
@@ -109,6 +111,7 @@ class BoardPage:
             waiting_choices=WAITING_ON,
             initiatives=choices,
             bays=[bays.describe(view, now, running.get(view.slot.name)) for view in self.board.slots()],
+            workers=workers,
             queue=queued,
             queue_total=queued_total,
             # Tickets a free bay could be claimed for: the live ones on the board that hold none.
@@ -198,7 +201,7 @@ class TicketPage:
             "A ticket and its timeline: its entries and the router's decisions about it, newest first (an unknown "
             "key: a page saying so)",
             params=(
-                Param("key", {"type": "string"}, location="path", required=True),
+                Param("key", IDENTIFIER, location="path", required=True),
                 Param("cursor", {"type": "string"}, "Older entries and decisions."),
             ),
             statuses=(200, 404),
@@ -278,7 +281,7 @@ class DecisionsPage:
                 Param("source", {"type": "string", "enum": ["", *SOURCES]}, "Empty for any source."),
                 Param(
                     "subject_id",
-                    {"type": "string", "maxLength": 128},
+                    {**IDENTIFIER, "maxLength": 128},
                     "A ticket key (any case) or another subject id; empty for any.",
                 ),
                 Param(

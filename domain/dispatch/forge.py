@@ -6,9 +6,11 @@ retry never opens a second one.
 
 Where: the ticket's pull request when it has one open (a fixer's changes: a comment on it, never a second pull
 request), else the dispatching envelope's `subject.repo`, on GitLab when the event came from GitLab (its id or its
-actor's says `gitlab:`), else on GitHub. What: the output's pull request title and body (the body followed by the
-service's own line), a draft; then its `comment`. Afterwards the pull request's address is the ticket's `link`, a
-timeline entry says so, and the ticket moves to `ci` waiting on `ci` where its machine allows.
+actor's says `gitlab:`), else on GitHub. What: the output's pull request title and body
+neutralized (`neutralize`: nobody pinged, nothing closed, no quick action run, nothing hidden), the body followed by
+the service's own footer (`Refs <ticket>`, the job), a draft; then its `comment`, neutralized too. Afterwards the pull
+request's address is the ticket's `link`, a timeline entry says so, and the ticket moves to `ci` waiting on `ci` where
+its machine allows.
 
 A write that fails (refused, or given up) leaves the job `succeeded` (its output was accepted), `forge.state:
 failed` with the forge's own words, and the ticket in `execute` waiting on `forge_failed` (needs you) with a chat
@@ -17,6 +19,9 @@ post, until an operator retries it. One whose job or ticket was cancelled or fin
 
 The service's own account on each forge (`OwnForgeUsers`, `GET /user` read once) tells its own forge events from the
 team's (`domain/router/evaluation.py`'s `own`).
+
+A pull request found open on the branch is written on only when it is the service's own for the ticket
+(`ownership`).
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from domain import chat, units
 from domain.board import Board
 from domain.clock import Clock
 from domain.config import Config
+from domain.dispatch import neutralize
 from domain.dispatch.jobs import CHAT_SOURCE, FORGE, FORGE_WRITE_KIND, paused
 from domain.errors import Conflict, NotFound
+from domain.redaction import Redactor
 from integrations.forges import GITHUB, GITLAB, ChangeRequest, Forge, adapters
 from integrations.transport import TransportError
 from machines import forge_write
@@ -46,7 +53,6 @@ from storage.models import JSON
 
 log = logging.getLogger("svc.dispatch")
 
-TITLE_MAX = 256
 # How long a forge that would not say who the service is there is left alone before it is asked again.
 OWN_LOGIN_RETRY_SECONDS = 300.0
 
@@ -100,6 +106,8 @@ class ForgeWrites:
         self.config = config
         self.clock = clock
         self.board = board
+        # A configured secret never leaves in a worker's text either (it could only have come from somewhere else).
+        self.redact = Redactor.of(config)
 
     def begin(self, job_id: int, *, forges: Mapping[str, Forge]) -> ForgePlan | Stop:
         """What to write for the job now, in one unit of work: nothing when it is not (or no longer) a pending write,
@@ -143,7 +151,8 @@ class ForgeWrites:
         summary = str(output.get("summary") or "")
         title = str(asked.get("title") or f"{job.ticket}: {summary.splitlines()[0] if summary else job.role}")
         body = str(asked.get("body") or summary)
-        signature = f"Opened by svc for {job.ticket}, job {job.id} ({job.role}, rule {job.rule})."
+        # The worker's text neutralized (mentions, closing keywords, quick actions, hidden text), then the footer.
+        limit = neutralize.TITLE_MAX_GITLAB if forge == GITLAB else neutralize.TITLE_MAX_GITHUB
         commits = output.get("commits") if isinstance(output.get("commits"), list) else []
         last = commits[-1] if commits and isinstance(commits[-1], dict) else {}
         comment = output.get("comment")
@@ -156,9 +165,11 @@ class ForgeWrites:
             forge=forge,
             repo=str(repo),
             branch=str(output["branch"]),
-            title=title[:TITLE_MAX],
-            body=f"{body}\n\n---\n{signature}" if body else signature,
-            comment=comment if isinstance(comment, str) else None,
+            title=neutralize.title(self.redact(title), limit=limit),
+            body=neutralize.pull_request_body(
+                self.redact(body), ticket=job.ticket, job_id=job.id, role=job.role, rule=job.rule
+            ),
+            comment=neutralize.comment(self.redact(comment)) if isinstance(comment, str) and comment else None,
             head_sha=last.get("sha") if isinstance(last.get("sha"), str) else None,
             pull_request=url,
             number=number,

@@ -25,8 +25,10 @@ again in another bay, and the idle reclaim wipes what was left.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from contracts import Violation
 from contracts.envelope import CHANGES_READY, OUTPUT_FAILED, worker_output_violations
@@ -34,7 +36,7 @@ from domain import chat, units
 from domain.board import Board, StageChange
 from domain.clock import Clock
 from domain.config import Config
-from domain.dispatch import switch
+from domain.dispatch import output_gate, switch, workers
 from domain.errors import Conflict, Forbidden, NotFound, TransitionForbidden
 from domain.policy.document import Policy
 from domain.policy.in_force import PolicyInForce
@@ -45,6 +47,8 @@ from storage import decisions, outbox, slots, tickets, timeline
 from storage import jobs as rows
 from storage.jobs import Job
 from storage.models import JSON, Ticket
+
+_T = TypeVar("_T")
 
 __all__ = ["STATES", "Dispatch", "Job", "JobNotHeld", "NotYours"]
 
@@ -156,12 +160,14 @@ class Dispatch:
     def check_worker_reads_job(self, worker: str, job_id: int) -> None:
         """A worker may read a job it holds or held (`NotYours` otherwise; `NotFound` for no job at all)."""
         job = self.job(job_id)
+        workers.check_predecessor(job, worker)
         if job.worker != worker:
             raise NotYours(f"{worker} is a worker: it may read only the jobs it claimed, and job {job_id} is not one")
 
     def check_worker_reads_ticket(self, worker: str, key: str) -> None:
         """A worker may read the ticket of a job it holds or held."""
-        if not rows.held_by(worker, ticket=key):
+        me = workers.worker(worker)
+        if me is None or not rows.held_by(worker, ticket=key, principal=me.principal):
             raise NotYours(f"{worker} is a worker: it may read only the tickets of the jobs it claimed, not {key}")
 
     # -- a live decision's job (inside the router's unit of work) -------------------------------------------------
@@ -220,6 +226,7 @@ class Dispatch:
 
         def work() -> Claimed | Idle:
             rows.serialise_claims()  # before anything is counted: claims take turns from here
+            me = workers.admit_claim(worker, bay, now=self.clock())  # its own bay, one job at a time: before a 204
             if paused():
                 return Idle(PAUSED)
             now = self.clock()
@@ -237,9 +244,9 @@ class Dispatch:
                 return Idle(FLEET_FULL if full else NOTHING_QUEUED)
             if full:
                 return Idle(FLEET_FULL)
-            return self._start(job, ticket, bay, worker=worker, now=now)
+            return self._start(job, ticket, bay, worker=worker, principal=me.principal, now=now)
 
-        return units.run(work, what="claiming a job")
+        return self._for_worker(worker, work, what="claiming a job")
 
     def _claimable(
         self, bay: str, bay_ticket: str | None, *, worker: str, now: datetime
@@ -267,13 +274,28 @@ class Dispatch:
                 continue  # its ticket works in another bay: that bay's worker takes it
             return job, ticket, elsewhere
 
-    def _start(self, job: Job, ticket: Ticket, bay: str, *, worker: str, now: datetime) -> Claimed:
+    def _for_worker(self, worker: str, work: Callable[[], _T], *, what: str) -> _T:
+        """`units.run(work)` for a worker's call; a refusal of it is kept for the board (`workers.refused`)."""
+        try:
+            return units.run(work, what=what)
+        except (Forbidden, Conflict) as refusal:
+            workers.refused(worker, str(refusal), at=self.clock())
+            raise
+
+    def _start(self, job: Job, ticket: Ticket, bay: str, *, worker: str, principal: str, now: datetime) -> Claimed:
         self.board.hold_slot(bay, ticket, actor=worker, at=now, record=False, job_id=job.id)
         until = now + self.lease
         self._move(
             job,
             "claim",
-            {"bay": bay, "worker": worker, "claimed_at": now, "heartbeat_at": now, "leased_until": until},
+            {
+                "bay": bay,
+                "worker": worker,
+                "worker_principal": principal,
+                "claimed_at": now,
+                "heartbeat_at": now,
+                "leased_until": until,
+            },
             now=now,
             ticket=ticket,
         )
@@ -302,6 +324,7 @@ class Dispatch:
             job = rows.get(job_id, for_update=True)
             now = self.clock()
             job = self._held(job, job_id, worker, now, cancelled_ok=True)
+            workers.heard(worker, now=now)
             if job.state == machine.CANCELLED:
                 return Beat(job.leased_until, True, job.failure_detail)
             ticket = tickets.get(job.ticket, for_update=True)
@@ -317,7 +340,7 @@ class Dispatch:
                 self.board.touch_slot(job.bay, at=now)
             return Beat(until, False, None)
 
-        return units.run(work, what=f"the heartbeat of job {job_id}")
+        return self._for_worker(worker, work, what=f"the heartbeat of job {job_id}")
 
     def result(self, job_id: int, output: JSON, *, worker: str) -> Finished:
         """The output gate, then the job's end: refused (violations), the job fails (`output`); said `failed`, it
@@ -329,6 +352,7 @@ class Dispatch:
             job = rows.get(job_id, for_update=True)
             now = self.clock()
             job = self._held(job, job_id, worker, now, cancelled_ok=False)
+            workers.heard(worker, now=now)
             violations = self.gate(job, output)
             ticket = tickets.get(job.ticket, for_update=True)
             kept = output if isinstance(output, dict) else {"not_an_object": repr(output)[:SHOWN]}
@@ -380,7 +404,7 @@ class Dispatch:
             assert finished is not None
             return Finished(finished, violations)
 
-        return units.run(work, what=f"the result of job {job_id}")
+        return self._for_worker(worker, work, what=f"the result of job {job_id}")
 
     def bad_output(self, job_id: int, text: str, *, worker: str) -> Job:
         """A result whose body is not a JSON object (not JSON, empty, an array): the job fails (`output`), the first
@@ -402,8 +426,8 @@ class Dispatch:
         return units.run(work, what=f"the result of job {job_id}")
 
     def gate(self, job: Job, output: JSON) -> list[Violation]:
-        """The output gate: `svc.worker-output/v0`, the job's ticket and role, and the branch prefix; one violation
-        per way the output breaks them."""
+        """The output gate: `svc.worker-output/v0`, the job's ticket and role, and the worker boundary's rules (the
+        branch bound to the ticket, a draft only: `output_gate`); one violation per way the output breaks them."""
         found = list(worker_output_violations(output))
         if not isinstance(output, dict):
             return found
@@ -411,10 +435,8 @@ class Dispatch:
             found.append(Violation("/ticket", f"the job is for {job.ticket}, not {output['ticket']}"))
         if isinstance(output.get("role"), str) and output["role"] != job.role:
             found.append(Violation("/role", f"the job is a {job.role} job, not {output['role']}"))
-        branch = output.get("branch")
-        prefix = self.config.worker_branch_prefix
-        if isinstance(branch, str) and not branch.startswith(prefix):
-            found.append(Violation("/branch", f"a worker's branch starts with {prefix!r} (SVC_WORKER_BRANCH_PREFIX)"))
+        # The branch bound to the ticket, a valid git branch name; a draft only (`output_gate`).
+        found.extend(output_gate.violations(output, ticket=job.ticket, prefix=self.config.worker_branch_prefix))
         return found
 
     # -- people's calls, the switch and the reaper ----------------------------------------------------------------
@@ -596,8 +618,8 @@ class Dispatch:
     def _held(self, job: Job | None, job_id: int, worker: str, now: datetime, *, cancelled_ok: bool) -> Job:
         if job is None:
             raise NotFound("job", str(job_id))
-        if job.worker != worker:
-            raise JobNotHeld(f"job {job_id} is not held by {worker}")
+        if not workers.holds(job, worker):
+            raise JobNotHeld(f"job {job_id} is not held by {worker}" + workers.whose(job, worker))
         if job.state == machine.CANCELLED and cancelled_ok:
             return job
         if job.state == machine.CANCELLED:

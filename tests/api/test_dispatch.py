@@ -256,7 +256,7 @@ def test_changes_ready_succeeds_and_queues_the_forge_write_in_the_same_transacti
     claim(bay)
     answer = bay.post(f"/api/v1/dispatch/jobs/{job['id']}/result", json=output(job))
     assert answer.status_code == 200, answer.text
-    assert (answer.json["state"], answer.json["result"]["branch"]) == ("succeeded", "svc/port-7-work")
+    assert (answer.json["state"], answer.json["result"]["branch"]) == ("succeeded", "svc/port-7/work")
     assert [m.payload for m in rows("forge_write")] == [{"job_id": job["id"]}]
     ticket = api.get("/api/v1/tickets/PORT-7").json
     assert (ticket["stage"], ticket["waiting_on"], ticket["assigned_slot"]) == ("execute", None, "bay-1")

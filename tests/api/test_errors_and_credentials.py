@@ -282,15 +282,17 @@ def test_a_whole_surrogate_pair_is_an_ordinary_character_and_half_of_one_is_refu
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
-        ("GET", "/api/v1/tickets/PORT-%00", 404),
-        ("PATCH", "/api/v1/initiatives/%00", 404),
+        ("GET", "/api/v1/tickets/PORT-%00", 400),
+        ("PATCH", "/api/v1/initiatives/%00", 400),
         ("GET", "/api/v1/tickets?initiative_id=%00", 400),
         ("GET", "/api/v1/router/decisions?subject_id=a%00b", 400),
+        ("GET", "/api/v1/dispatch/jobs/1%00", 404),
     ],
 )
-def test_nul_in_a_path_or_query_parameter_names_nothing(api, initiative, method, path, status):
-    # Also found on PostgreSQL: a key or filter holding U+0000 made the query itself fail (500).
+def test_nul_in_a_path_or_query_parameter_is_refused(api, initiative, method, path, status):
+    # Also found on PostgreSQL: a key or filter holding U+0000 made the query itself fail (500). A job's id is a
+    # number, and anything but ASCII digits names no job.
     result = api.request(method, path, json={"stage": "active"} if method == "PATCH" else None)
     assert result.status_code == status
     assert result.headers["content-type"] == "application/problem+json"
-    assert "U+0000" in result.json["detail"]
+    assert "U+0000" in result.json["detail"] or status == 404

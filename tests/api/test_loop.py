@@ -25,7 +25,7 @@ from testclient import ApiClient
 pytestmark = pytest.mark.both_backends
 
 REPO = "acme/portfolio"
-BRANCH = "svc/port-7-work"
+BRANCH = "svc/port-7/work"
 FIRST, SECOND, THIRD, MERGE = "a" * 40, "b" * 40, "c" * 40, "d" * 40
 MONA = "github:mona"  # a person on the team (on the allowlist)
 CI = "github:github-actions"
@@ -358,7 +358,7 @@ def test_a_result_that_is_not_a_json_object_is_bad_output_and_fails_the_job(loop
 def test_a_branch_never_pushed_fails_the_forge_write_loudly_and_a_retry_writes_it(loop):
     loop.coder()
     claimed = claim(loop.bay(), "bay-1").json["job"]
-    unpushed = output(claimed, branch="svc/port-7-unpushed", commits=[{"sha": FIRST, "message": "m"}])
+    unpushed = output(claimed, branch="svc/port-7/unpushed", commits=[{"sha": FIRST, "message": "m"}])
     assert loop.bay().post(f"/api/v1/dispatch/jobs/{claimed['id']}/result", json=unpushed).status_code == 200
     loop.deliver()
     job = loop.job(claimed["id"])
@@ -371,7 +371,7 @@ def test_a_branch_never_pushed_fails_the_forge_write_loudly_and_a_retry_writes_i
     # Not failed: nothing to retry. Failed: 202, queued again, and once the branch is there, written.
     other = loop.api.post(f"/api/v1/dispatch/jobs/{claimed['id']}/retry", json={})
     assert other.status_code == 409  # the job itself succeeded: its forge write is what is retried
-    loop.github.push(REPO, "svc/port-7-unpushed")
+    loop.github.push(REPO, "svc/port-7/unpushed")
     retried = loop.api.post(f"/api/v1/dispatch/jobs/{claimed['id']}/forge/retry", json={})
     assert retried.status_code == 202 and retried.json["forge"]["state"] == "pending"
     assert loop.api.post(f"/api/v1/dispatch/jobs/{claimed['id']}/forge/retry", json={}).status_code == 409

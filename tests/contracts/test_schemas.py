@@ -76,6 +76,12 @@ def _near_misses(document):
             for inner_key in list(document[key][0]):
                 for odd in ODD_VALUES:
                     yield {**document, key: [{**document[key][0], inner_key: odd}]}
+    for key, value in document.items():
+        if isinstance(value, str):
+            # Python's `$` matched before a final line break, and the reference validator used to have the last word.
+            for control in ("\n", "\r", "\t", "\x7f", "\x85"):
+                yield {**document, key: value + control}
+                yield {**document, key: control + value}
     yield {**document, "surplus": 1}
     yield []
     yield "text"
@@ -229,3 +235,51 @@ def test_our_own_keyword_holds_behind_a_reference_to_another_file_s_root():
     ):
         assert not contracts.conforms(name, document)
         assert [v.path for v in contracts.violations(name, document)] == [path]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "matching", "not_matching"),
+    [
+        ("^[A-Z][A-Z0-9]*-[A-Z0-9]+$", ["NL-1", "PORT-12"], ["NL-1\n", "NL-1\r\n", "nl-1", "NL-\u0661"]),
+        ("^[0-9]{4}$", ["2026"], ["2026\n", "\u0662\u0660\u0662\u0666"]),
+        ("^\\d+$", ["12"], ["12\n", "\u0661\u0662"]),
+        ("^\\w+$", ["a_1"], ["\u00e9", "a\n"]),
+        ("^a.b$", ["a-b"], ["a\nb", "a\nb\n"]),
+        ("\\S", ["  x "], ["   ", "", "\n\t"]),
+        ("(^/|(^|/)\\.\\.(/|$))", ["/x", "a/..", "../a"], ["a/..b", "a/..\nb"]),
+        ("^[^/\\s]+(/[^/\\s]+)+$", ["acme/web"], ["acme/web\n", "acme/ web"]),
+    ],
+)
+def test_a_pattern_means_what_ecma_262_says_in_both_engines(pattern, matching, not_matching):
+    import jsonschema_rs
+
+    schema = {"$schema": contracts.META_SCHEMA, "type": "string", "pattern": pattern}
+    fast = jsonschema_rs.Draft202012Validator(schema)
+    reference = contracts.reference_class()(schema, format_checker=contracts.format_checker())
+    for text in matching:
+        assert (fast.is_valid(text), reference.is_valid(text)) == (True, True), text
+    for text in not_matching:
+        assert (fast.is_valid(text), reference.is_valid(text)) == (False, False), text
+
+
+@pytest.mark.parametrize(
+    ("name", "document", "path"),
+    [
+        ("ticket-create.json", {"key": "NL-1\n", "initiative_id": "nl", "title": "x"}, "/key"),
+        ("initiative-create.json", {"id": "nl\n", "name": "NL"}, "/id"),
+        ("dispatch-claim.json", {"bay": "bay-1\n"}, "/bay"),
+        ("slot-claim.json", {"ticket": "NL-1\n"}, "/ticket"),
+    ],
+)
+def test_an_identifier_with_a_trailing_line_break_is_refused_with_its_pointer(name, document, path):
+    assert [v.path for v in contracts.violations(name, document)] == [path]
+
+
+def test_no_validator_overrules_a_stricter_one_s_refusal(monkeypatch):
+    # Should the reference validator ever find nothing wrong with what the fast one refuses, the refusal stands,
+    # in the fast engine's words, each with its pointer.
+    monkeypatch.setattr(contracts, "explain", lambda name, document: [])
+    found = contracts.violations("ticket-create.json", {"key": "nope", "initiative_id": "nl", "title": "x"})
+    assert [v.path for v in found] == ["/key"]
+    with pytest.raises(contracts.ContractViolation):
+        contracts.check("ticket-create.json", {"key": "nope", "initiative_id": "nl", "title": "x"})

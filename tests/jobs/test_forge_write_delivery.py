@@ -91,7 +91,7 @@ def test_a_valid_output_becomes_exactly_one_draft_pull_request_its_comment_the_l
     assert (pull["title"], pull["draft"], pull["head"]["ref"], pull["base"]["ref"]) == (
         "PORT-7: the change",
         True,
-        "svc/port-7-work",
+        "svc/port-7/work",
         "trunk",
     )
     assert pull["body"].startswith("What it does and why.\n\n---\nOpened by svc for PORT-7, job 1")
@@ -198,7 +198,7 @@ def test_an_event_from_gitlab_gets_a_draft_merge_request_and_its_note(app_factor
     hand_back(api, job, output(job))
     deliver(config, clock)
     (mr,) = gitlab.merge_requests(PROJECT)
-    assert mr["title"].startswith("Draft:") and mr["source_branch"] == "svc/port-7-work"
+    assert mr["title"].startswith("Draft:") and mr["source_branch"] == "svc/port-7/work"
     (note,) = gitlab.notes
     forge = api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]
     assert forge["pull_request"] == mr["web_url"] and forge["comment"].startswith(mr["web_url"])

@@ -123,3 +123,23 @@ def test_the_user_commands_say_plainly_when_the_database_cannot_be_used(svc_user
             assert code == 1, (database, args, out, err)
             assert err.startswith(f"svc user: cannot use the database ({described}): "), err
             assert "Traceback" not in err and "alice-password-1" not in err
+
+
+def test_svc_user_add_gives_a_worker_its_bay_and_refuses_a_control_character_in_a_name_or_a_bay(svc_user):
+    code, out, err = svc_user("add", "runner", "--role", "worker", "--bay", "bay-9", password="pass-word-1")
+    assert code == 0, err
+    assert out.startswith("svc user: added runner (worker, in bay bay-9:")
+    code, out, _ = svc_user("add", "bay-1", "--role", "worker", password="pass-word-1")
+    assert out.startswith("svc user: added bay-1 (worker, in bay bay-1:")
+    for refused in (
+        ("add", "nl\n", "--role", "worker"),
+        ("add", "nl", "--role", "worker", "--bay", "bay-2\n"),
+        ("add", "nl", "--role", "worker", "--bay", "bay 2"),
+        ("add", "ada", "--role", "viewer", "--bay", "bay-3"),
+        ("add", "ada@home", "--role", "worker"),  # a worker named so needs a bay: "@" is no bay's
+    ):
+        code, _, err = svc_user(*refused, password="pass-word-1")
+        assert code == 1 and err.startswith("svc user: "), (refused, err)
+    code, out, _ = svc_user("list")
+    lines = out.splitlines()
+    assert [line.split()[:3] for line in lines[1:-1]] == [["bay-1", "worker", "bay-1"], ["runner", "worker", "bay-9"]]

@@ -147,7 +147,7 @@ def test_an_accepted_output_reads_as_words_and_then_what_the_forge_wrote(api, co
     words = text_of(html)
     assert "✓ succeeded" in words
     assert "Summary Made the change the ticket asks for." in words
-    assert "Branch svc/port-7-work" in words and "aaaaaaaaaaaa Make the change" in words
+    assert "Branch svc/port-7/work" in words and "aaaaaaaaaaaa Make the change" in words
     assert "src/app.py" in words and "PORT-7: the change" in words and "What it does and why." in words
     assert "The change is ready for review." in words
     assert "the draft pull request and the comment are queued" in words
@@ -181,7 +181,7 @@ def forge_wrote(config, clock, job_id: int, pull: str) -> None:
         role="coder",
         forge="github",
         repo="acme/portfolio",
-        branch="svc/port-7-work",
+        branch="svc/port-7/work",
         title="PORT-7: the change",
         body="What it does and why.",
         comment="The change is ready for review.",
