@@ -33,7 +33,7 @@ from schemathesis.specs.openapi.checks import (
 
 from api.auth import FailedCredentials
 
-from conftest import BASIC, CI_SECRET
+from conftest import BASIC, CI_SECRET, PASSWORDS
 from events_kit import GITHUB_SECRET, GITLAB_TOKEN, TRACKER_SECRET
 
 pytestmark = pytest.mark.fuzz
@@ -114,7 +114,7 @@ def fuzz_schema(fuzzed_app):
     from domain import accounts
 
     name, password = WORKER.split(":")
-    accounts.add(name, "worker", password)
+    accounts.add(name, "worker", password, passwords=PASSWORDS)
     config = SchemathesisConfig.from_dict(
         {
             # Credentials are set per operation below, not generated.

@@ -12,6 +12,7 @@ from domain.clock import iso
 from storage.db import connection
 from storage.models import Account
 
+from conftest import PASSWORDS
 from router_kit import allowlisted
 from testclient import ApiClient
 
@@ -99,7 +100,7 @@ def test_an_account_removed_and_added_again_is_another_principal(api):
     held = claim(before).json["job"]
     assert before.post(f"/api/v1/dispatch/jobs/{ident}/heartbeat", json={}).status_code == 200
     accounts.remove("bay-1")
-    accounts.add("bay-1", "worker", WORKER_PASSWORD)
+    accounts.add("bay-1", "worker", WORKER_PASSWORD, passwords=PASSWORDS)
     after = ApiClient(api.client.app, basic=f"bay-1:{WORKER_PASSWORD}", ci_secret="")
     beat = after.post(f"/api/v1/dispatch/jobs/{ident}/heartbeat", json={})
     assert beat.status_code == 409 and "earlier account" in beat.json["detail"]
@@ -116,7 +117,7 @@ def test_the_workers_list_says_each_ones_bay_job_and_when_it_was_last_heard(api,
     (ident,) = queued(api, "PORT-7")
     one = worker(api, "bay-1")
     worker(api, "runner-b", bay="bay-2")
-    accounts.add("ada", "operator", "operator-password")
+    accounts.add("ada", "operator", "operator-password", passwords=PASSWORDS)
     assert api.get("/api/v1/dispatch/workers").json == {
         "workers": [
             {"account": "bay-1", "bay": "bay-1", "job": None, "last_heard_at": None},
