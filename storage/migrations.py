@@ -471,6 +471,28 @@ def _worker_boundary(migrator: SchemaMigrator) -> None:
     apply_operations(migrator.add_not_null("account", "principal"))
 
 
+def _scorecard_weeks(migrator: SchemaMigrator) -> None:
+    """The scorecard's kept days summed by week, and each rule version's counts beside its role's (what a rule has
+    earned reads them instead of its entries): the days kept so far have neither, so they go, and the mark with
+    them; the jobs process counts them again from the entries, which stay."""
+
+    class ScorecardWeek(Model):  # the table as version 12 makes it
+        window_seconds = IntegerField()
+        week = CharField(max_length=10)
+        key = CharField(max_length=48)
+        count = IntegerField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "scorecard_week"
+            legacy_table_names = False
+            primary_key = CompositeKey("window_seconds", "week", "key")
+
+    ScorecardWeek.create_table(safe=False)
+    migrator.database.execute_sql('DELETE FROM "scorecard_day"')
+    migrator.database.execute_sql('UPDATE "scorecard_mark" SET "through" = NULL, "version" = "version" + 1')
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -491,6 +513,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
         "a worker's bay and principal, its last call and refusal; the principal that claimed each job",
         _worker_boundary,
     ),
+    (12, "the scorecard's kept days summed by week too, and by rule version: counted again", _scorecard_weeks),
 ]
 
 

@@ -118,9 +118,15 @@ def roles_taken_up_by(envelope: dict[str, Any]) -> tuple[str, ...]:
 
 
 def classify(outcome: str, evaluated_at: datetime, taken_up_at: datetime | None, *, window: timedelta, now: datetime):
-    if taken_up_at is not None and taken_up_at - evaluated_at <= window:
+    taken = taken_up_at is not None and taken_up_at - evaluated_at <= window
+    return class_of(outcome, taken=taken, closed=evaluated_at + window <= now)
+
+
+def class_of(outcome: str, *, taken: bool, closed: bool) -> str:
+    """A decision's class: taken up within its window, else judged once the window has closed, else pending."""
+    if taken:
         return CONFIRMED if outcome == WOULD_DISPATCH else OVERRIDDEN
-    if evaluated_at + window <= now:
+    if closed:
         return NOT_TAKEN_UP if outcome == WOULD_DISPATCH else HELD
     return PENDING
 
@@ -130,6 +136,14 @@ def _keys(role: str, outcome: str, failed_gates: str, cls: str) -> list[str]:
     if outcome in HELD_BACK and failed_gates:
         keys.extend(f"gate:{gate}:{cls}" for gate in failed_gates.split(","))
     return keys
+
+
+def _version_key(rule_version: str, cls: str) -> str:
+    """A rule version's count of one class, kept beside the role's (what a rule has earned reads them)."""
+    return f"{VERSION_PREFIX}{rule_version}:{cls}"
+
+
+VERSION_PREFIX = "version:"
 
 
 def wilson(agreeing: int, settled: int) -> dict[str, Any]:
@@ -223,8 +237,9 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     first_day = _day_at_or_after(start)
     last_day = min(until.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
     if last_day is not None and last_day >= first_day:
-        for day, counts in rows.days(seconds, first_day.isoformat(), last_day.isoformat()).items():
-            add(date.fromisoformat(day), counts)
+        for week, counts in _kept(seconds, first_day, last_day):
+            total.update(counts)
+            by_week.setdefault(week, Counter()).update(counts)
         # The part of the range before the first kept day, and after the last.
         _scan(start, _midnight(first_day), window=window, now=now, add=add)
         _scan(_midnight(last_day + timedelta(days=1)), until, window=window, now=now, add=add)
@@ -238,6 +253,26 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     return Scorecard(seconds, since, until, total, sorted(by_week.items()))
 
 
+def _kept(seconds: int, first: date, last: date, *, prefix: str = "") -> list[tuple[date, dict[str, int]]]:
+    """The kept counts from day `first` to day `last` (inclusive, every one of them counted), as (its week's
+    Monday, key -> count) parts: each whole week's sums, and the days of the weeks cut at either end (at most six
+    each), so a long range reads a row a key of each week, however many decisions it holds."""
+    whole_from = first + timedelta(days=(7 - first.weekday()) % 7)  # the first Monday on or after `first`
+    whole_to = _week(last + timedelta(days=1)) - timedelta(days=7)  # the Monday of the last week ending by `last`
+    if whole_from > whole_to:
+        days = [(first, last)]
+        weeks: dict[str, dict[str, int]] = {}
+    else:
+        days = [(first, whole_from - timedelta(days=1)), (whole_to + timedelta(days=7), last)]
+        weeks = rows.kept_weeks(seconds, whole_from.isoformat(), whole_to.isoformat(), prefix=prefix)
+    found = [(date.fromisoformat(week), counts) for week, counts in weeks.items()]
+    for since, until in days:
+        if since <= until:
+            for day, counts in rows.kept_days(seconds, since.isoformat(), until.isoformat(), prefix=prefix).items():
+                found.append((_week(date.fromisoformat(day)), counts))
+    return found
+
+
 def _counted_through(seconds: int) -> date | None:
     """The last day whose counts are kept for this window (only the default window's are), or None."""
     if seconds != KEPT_WINDOW_SECONDS:
@@ -247,11 +282,31 @@ def _counted_through(seconds: int) -> date | None:
 
 
 def _scan(since: datetime, until: datetime, *, window: timedelta, now: datetime, add) -> None:
+    for (day, role, outcome, failed, _version, cls), count in _tally(since, until, window=window, now=now).items():
+        add(day, dict.fromkeys(_keys(role, outcome, failed, cls), count))
+
+
+def _tally(
+    since: datetime, until: datetime, *, window: timedelta, now: datetime, rule_version: str | None = None
+) -> Counter:
+    """The entries evaluated in [since, until) (under `rule_version`, when given), judged at `now` as `classify`
+    judges one, counted by (day, role, outcome, failed gates, rule version, class). The database counts them in
+    groups (`rows.tally`: taken up within the window or not, its window closed or not); each group's class is
+    named here."""
+    found: Counter = Counter()
     if since >= until:
-        return
-    for _id, role, outcome, failed, evaluated, taken in rows.entries(since, until):
-        cls = classify(outcome, evaluated, taken, window=window, now=now)
-        add(evaluated.date(), dict.fromkeys(_keys(role, outcome, failed, cls), 1))
+        return found
+    groups = rows.tally(
+        since,
+        until,
+        window_seconds=int(window.total_seconds()),
+        closed_at_or_before=now - window,
+        rule_version=rule_version,
+    )
+    for day, role, outcome, failed, version, taken, closed, count in groups:
+        cls = class_of(outcome, taken=taken, closed=closed)
+        found[(date.fromisoformat(day), role, outcome, failed, version, cls)] += count
+    return found
 
 
 # -- kept by the jobs process --------------------------------------------------------------------------------
@@ -285,7 +340,10 @@ def keep_settled_days(*, now: datetime, at_most: int = DAYS_PER_STEP) -> bool:
             first = following.astimezone(UTC).date()
             reached = min(settled, first + timedelta(days=at_most - 1))
             counted = _count_days(first, reached, window=window, now=now)
-        if not rows.keep_days(seconds, counted, through=reached.isoformat(), version=version):
+        weeks: dict[str, Counter] = {}
+        for day, counts in counted.items():
+            weeks.setdefault(_week(date.fromisoformat(day)).isoformat(), Counter()).update(counts)
+        if not rows.keep_days(seconds, counted, weeks=weeks, through=reached.isoformat(), version=version):
             raise units.StaleRead("the scorecard's kept days were dropped while they were counted")
         return reached < settled
 
@@ -303,13 +361,14 @@ def _count_days(first: date, last: date, *, window: timedelta, now: datetime) ->
     """day -> key -> count, of the entries evaluated from `first` to `last` (inclusive); days without any are left
     out."""
     counted: dict[str, dict[str, int]] = {}
-    for _id, role, outcome, failed, evaluated, taken in rows.entries(
-        _midnight(first), _midnight(last + timedelta(days=1))
-    ):
-        cls = classify(outcome, evaluated, taken, window=window, now=now)
-        counts = counted.setdefault(evaluated.date().isoformat(), {})
-        for key in _keys(role, outcome, failed, cls):
-            counts[key] = counts.get(key, 0) + 1
+    tally = _tally(_midnight(first), _midnight(last + timedelta(days=1)), window=window, now=now)
+    for (day, role, outcome, failed, version, cls), count in tally.items():
+        counts = counted.setdefault(day.isoformat(), {})
+        keys = _keys(role, outcome, failed, cls)
+        if version is not None:
+            keys.append(_version_key(version, cls))
+        for key in keys:
+            counts[key] = counts.get(key, 0) + count
     return counted
 
 
@@ -317,12 +376,29 @@ def rule_agreement(rule: Rule, *, since: datetime, now: datetime, window: timede
     """One rule's agreement (`wilson`'s rate, low, high and settled) over its decisions evaluated in [since, now)
     under its present version (`rule.version`: its name, role and conditions), judged at `now` as the scorecard
     judges them: what a rule has earned before it may go live (`policy_versions.judge`)."""
-    counts: Counter = Counter()
-    if rule.role in ROLES:
-        for _id, role, outcome, failed, evaluated, taken in rows.entries(since, now, rule_version=rule.version):
-            counts.update(_keys(role, outcome, failed, classify(outcome, evaluated, taken, window=window, now=now)))
-        return _rule_numbers(counts, rule.role)["agreement"]
-    return wilson(0, 0)
+    if rule.role not in ROLES:
+        return wilson(0, 0)
+    by_class: Counter = Counter()
+    version = rule.version
+    # Clamped to the first entry's midnight, as the scorecard is: its first day whole, so read from the kept counts.
+    first = rows.first_at()
+    start = max(since, _midnight(first.astimezone(UTC).date())) if first is not None else now
+    through = _counted_through(int(window.total_seconds()))
+    first_day = _day_at_or_after(start)
+    last_day = min(now.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
+    if last_day is not None and last_day >= first_day:
+        # The whole days the jobs process counted: the version's kept counts.
+        prefix = _version_key(version, "")
+        for _, counts in _kept(KEPT_WINDOW_SECONDS, first_day, last_day, prefix=prefix):
+            by_class.update({key.removeprefix(prefix): count for key, count in counts.items()})
+        parts = ((start, _midnight(first_day)), (_midnight(last_day + timedelta(days=1)), now))
+    else:
+        parts = ((start, now),)
+    for part_since, part_until in parts:
+        for key, count in _tally(part_since, part_until, window=window, now=now, rule_version=version).items():
+            by_class[key[-1]] += count
+    counts = Counter({f"rule:{rule.role}:{cls}": count for cls, count in by_class.items()})
+    return _rule_numbers(counts, rule.role)["agreement"]
 
 
 # The most decision ids `decisions_behind` gives (newest first).
