@@ -35,6 +35,32 @@ def accept(same_event: str, decision: RouterDecision, *, at: datetime, alias: st
         AcceptedEvent.insert(event_id=alias, decision=decision.id, received_at=at).on_conflict_ignore().execute()
 
 
+def first_of_kinds(
+    subject_id: str,
+    kinds: tuple[str, ...],
+    *,
+    since: datetime,
+    until: datetime,
+    other_than: int,
+    outcomes: tuple[str, ...],
+) -> datetime | None:
+    """When the first decision about `subject_id` of one of `kinds` with one of `outcomes`, other than decision
+    `other_than`, was evaluated in [since, until]; None when there is none (read through the subject's index)."""
+    value = (
+        RouterDecision.select(fn.MIN(RouterDecision.evaluated_at))
+        .where(
+            (RouterDecision.subject_id == subject_id)
+            & RouterDecision.kind.in_(kinds)
+            & RouterDecision.outcome.in_(outcomes)
+            & (RouterDecision.evaluated_at >= since)
+            & (RouterDecision.evaluated_at <= until)
+            & (RouterDecision.id != other_than)
+        )
+        .scalar()
+    )
+    return RouterDecision.evaluated_at.python_value(value) if value is not None else None
+
+
 def page(
     *,
     limit: int,
