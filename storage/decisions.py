@@ -12,6 +12,9 @@ from storage import statements
 from storage.models import AcceptedEvent, RouterDecision, Ticket, stored_time
 from storage.paging import decode_cursor, page_of
 
+_DECISION = RouterDecision._meta.table_name
+_AT = RouterDecision.evaluated_at.db_value
+
 
 def record(**fields: Any) -> RouterDecision:
     """A new decision; one that held no job while dispatch was paused unless it says so (`held`)."""
@@ -45,18 +48,20 @@ def first_of_kinds(
     outcomes: tuple[str, ...],
 ) -> datetime | None:
     """When the first decision about `subject_id` of one of `kinds` with one of `outcomes`, other than decision
-    `other_than`, was evaluated in [since, until]; None when there is none (read through the subject's index)."""
-    value = (
-        RouterDecision.select(fn.MIN(RouterDecision.evaluated_at))
-        .where(
-            (RouterDecision.subject_id == subject_id)
-            & RouterDecision.kind.in_(kinds)
-            & RouterDecision.outcome.in_(outcomes)
-            & (RouterDecision.evaluated_at >= since)
-            & (RouterDecision.evaluated_at <= until)
-            & (RouterDecision.id != other_than)
+    `other_than`, was evaluated in [since, until]; None when there is none (read through the subject's index; run
+    for every decision an import records, so composed once)."""
+
+    def sql(p: str) -> str:
+        return (
+            f'SELECT MIN("evaluated_at") FROM "{_DECISION}" WHERE "subject_id" = {p} '
+            f'AND "kind" IN ({", ".join([p] * len(kinds))}) AND "outcome" IN ({", ".join([p] * len(outcomes))}) '
+            f'AND "evaluated_at" >= {p} AND "evaluated_at" <= {p} AND "id" <> {p}'
         )
-        .scalar()
+
+    value = statements.scalar(
+        ("first_of_kinds", len(kinds), len(outcomes)),
+        sql,
+        [subject_id, *kinds, *outcomes, _AT(since), _AT(until), other_than],
     )
     return RouterDecision.evaluated_at.python_value(value) if value is not None else None
 
