@@ -496,7 +496,7 @@ def import_history(work: Path, lines: int, db_override: str | None) -> dict:
 # The import's history: a year, about 5 envelopes a ticket; its target against replay's rate (bench/RESULTS.md).
 IMPORT_DAYS = 365
 IMPORT_SLICE = 5_000
-IMPORT_TARGET = 0.2
+IMPORT_TARGET = 0.15
 
 
 def _write_generated_history(path: Path, lines: int) -> int:

@@ -232,3 +232,24 @@ def test_the_examples_history_imports_cleanly(api, svc_import):
     assert (code, err) == (0, "")
     imported = int(out.split()[1].rstrip(","))
     assert imported == len([line for line in lines if line.strip()]) and imported > 0
+
+
+@pytest.mark.both_backends
+def test_events_imported_out_of_order_are_judged_as_if_in_order(api, clock, svc_import):
+    """A decision imported after the event that took its work up is taken up by it; an earlier event imported later
+    than a later one is when the work was taken up (a five-minute window tells the two apart)."""
+    then = (clock() - timedelta(days=10)).replace(microsecond=0)
+    decision = at(then, envelope("state_changed", "PORT-1", actor=MONA))
+    late = at(then + timedelta(hours=20), envelope("opened", "PORT-1", actor=MONA))
+    early = at(then + timedelta(minutes=2), envelope("synchronized", "PORT-1", actor=MONA))
+    assert svc_import([late, decision])[0] == 0
+    span = f"since={iso(then - timedelta(hours=1))}&until={iso(then + timedelta(days=2))}"
+
+    def coder(window: int) -> dict[str, int]:
+        answer = api.get(f"/api/v1/router/scorecard?{span}&window_seconds={window}")
+        assert answer.status_code == 200, answer.text
+        return counts(answer.json["rules"]["coder"])
+
+    assert (coder(86400)["confirmed"], coder(300)["not_taken_up"]) == (1, 1)
+    assert svc_import([early])[0] == 0
+    assert (coder(86400)["confirmed"], coder(300)["confirmed"]) == (1, 1)
