@@ -1,6 +1,7 @@
 """The `svc import` command: open the database (migrated, as every command that writes does), stream the file
-through the router's record-only switch (`domain/router/history.py`), print the counts on standard output and each
-rejected line on standard error. Exit 0, or 1 when a line was rejected, 2 when the file cannot be read."""
+through the router's record-only switch (`domain/router/history.py`), count the scorecard's settled days again (as
+the jobs process does every minute), print the counts on standard output and each rejected line on standard error.
+Exit 0, or 1 when a line was rejected, 2 when the file cannot be read."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import BinaryIO, TextIO
 from domain.clock import Clock, system_clock
 from domain.config import Config
 from domain.router.history import import_history
+from domain.router.scorecard import keep_settled_days
 from domain.router.shadow import ShadowRouter
 from storage import db, migrations
 
@@ -27,6 +29,10 @@ def run(config: Config, file: str, *, out: TextIO, err: TextIO, clock: Clock = s
         router = ShadowRouter(config, clock)
         with db.connection():
             summary = import_history(handle, lambda batch: router.receive_batch(batch, record_only=True))
+            # The settled days it recorded are counted now, as the jobs process would within the minute: the
+            # scorecard reads their kept counts at once, not the rows just imported, even where no jobs process runs.
+            while keep_settled_days(now=clock()):
+                pass
     finally:
         if file != "-":
             handle.close()
