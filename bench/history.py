@@ -206,32 +206,6 @@ def import_history(data: Path, url: str, path: Path) -> str:
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
 
 
-def import_in_process(url: str, path: Path) -> str:
-    """Until `svc import` is there: the router's own record-only path, each envelope at its `occurred_at`."""
-    from collections import deque
-
-    from domain.clock import parse_timestamp
-    from domain.config import Config
-    from domain.router.shadow import ShadowRouter
-
-    seed.open_db(url)
-    moments: deque = deque()
-    router = ShadowRouter(Config(router_allowlist=frozenset(ALLOWLIST)), moments.popleft)
-    documents = [json.loads(line) for line in path.read_text().splitlines()]
-    with seed.storage_db.connection():
-        for start in range(0, len(documents), 500):
-            batch = documents[start : start + 500]
-            moments.extend(parse_timestamp(d["occurred_at"]) for d in batch)
-            router.receive_batch(batch, record_only=True)
-            assert not moments, "the router asked the clock other than once an envelope"
-    return f"imported {len(documents)} (in-process)"
-
-
-def has_import() -> bool:
-    done = subprocess.run([str(harness.BIN / "svc"), "import", "--help"], capture_output=True, check=False)
-    return done.returncode == 0
-
-
 def seeded(data: Path, url: str, count: int, end: datetime, *, tag: str) -> dict:
     """A database at `url` holding the board and a year of `count` envelopes imported; its figures."""
     data.mkdir(parents=True, exist_ok=True)
@@ -241,9 +215,10 @@ def seeded(data: Path, url: str, count: int, end: datetime, *, tag: str) -> dict
     seed.runs(50)
     history = data / "history.jsonl"
     write_history(history, envelopes(count, end=end, tag=tag))
-    said = import_history(data, url, history) if has_import() else import_in_process(url, history)
+    said = import_history(data, url, history)
     imported = time.monotonic() - started
-    # The scorecard's settled days, counted as the jobs process counts them once a minute (`svc serve` never does).
+    # `svc import` counted the settled days it recorded; the jobs process's counter, run again here as it runs once
+    # a minute, finds nothing left (the check below says how many days are kept).
     seed.open_db(url)
     seed.scorecard_days()
     return {"import": said, "seconds": imported, "counted_seconds": time.monotonic() - started - imported}
