@@ -15,11 +15,14 @@ over the blocked decisions it failed.
 What it needs is kept as it happens, never found by scanning history per request: each judged decision leaves a
 `scorecard_entry` when it is recorded, and a signal marks the entries it takes up (`record_signal`). For the
 default window (a day), the jobs process counts each whole day whose every window has closed once and keeps its
-counts (`keep_settled_days`: a row per key of each day that has entries, and a mark, "counted through day D", so
-that a day up to D without rows is known to be empty). A read writes nothing: it takes the kept days inside its
-range and scans only the entries of the days cut by its range or not counted yet; any other window scans its range.
-A range is clamped to the first entry, so a century costs what the history holds. Whatever records entries or
-signals at a past time (`svc import`) drops the kept days from the first it touched (`forget_days_from`).
+counts (`keep_settled_days`: a row per key of each day that has entries, each rule version's keys too, their sums
+by week, and a mark, "counted through day D", so that a day up to D without rows is known to be empty). A read
+writes nothing: it takes the kept weeks inside its range, the kept days of the weeks it cuts, and only the entries of
+the days cut by its range or not counted yet, which the database counts in groups (`_tally`); any other window counts
+its range so. A year costs a row a key of each week, however many decisions it holds; a rule's standing
+(`rule_agreement`) reads its version's keys the same way. A range is clamped to the first entry, so a century costs
+what the history holds. Whatever records entries or signals at a past time (`svc import`) drops the kept days from
+the first it touched (`forget_days_from`).
 """
 
 from __future__ import annotations
