@@ -159,40 +159,39 @@ def tally(
     ]
 
 
-def kept_days(window_seconds: int, first: str, last: str, *, prefix: str = "") -> dict[str, dict[str, int]]:
-    """The kept counts of the days from `first` to `last` (inclusive, YYYY-MM-DD) for this window (only the keys
-    that start with `prefix`, when given): day -> key -> count."""
-    return _kept(_DAY, "day", window_seconds, first, last, prefix)
+def kept_days(window_seconds: int, first: str, last: str, *, prefixes: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """The kept counts of the days from `first` to `last` (inclusive, YYYY-MM-DD) for this window, of the keys that
+    start with one of `prefixes`: day -> key -> count."""
+    return _kept(_DAY, "day", window_seconds, first, last, prefixes)
 
 
-def kept_weeks(window_seconds: int, first: str, last: str, *, prefix: str = "") -> dict[str, dict[str, int]]:
-    """The kept sums of the weeks whose Mondays are from `first` to `last` (inclusive): week -> key -> count. Ask
-    only for weeks whose every day is counted (a week's row holds the days of it counted so far)."""
-    return _kept(_WEEK, "week", window_seconds, first, last, prefix)
+def kept_weeks(window_seconds: int, first: str, last: str, *, prefixes: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """The kept sums of the weeks whose Mondays are from `first` to `last` (inclusive), of the keys that start with
+    one of `prefixes`: week -> key -> count. Ask only for weeks whose every day is counted (a week's row holds the
+    days of it counted so far)."""
+    return _kept(_WEEK, "week", window_seconds, first, last, prefixes)
 
 
 def _kept(
-    table: str, column: str, window_seconds: int, first: str, last: str, prefix: str
+    table: str, column: str, window_seconds: int, first: str, last: str, prefixes: tuple[str, ...]
 ) -> dict[str, dict[str, int]]:
-    like = bool(prefix)
-
     def sql(p: str) -> str:
-        keys = f' AND "key" LIKE {p}' if like else ""
+        keys = " OR ".join(f'"key" LIKE {p}' for _ in prefixes)
         return (
             f'SELECT "{column}", "key", "count" FROM "{table}" WHERE "window_seconds" = {p} AND "{column}" >= {p} '
-            f'AND "{column}" <= {p}{keys}'
+            f'AND "{column}" <= {p} AND ({keys})'
         )
 
-    params: list[Any] = [window_seconds, first, last, *([_like_prefix(prefix)] if like else [])]
+    params: list[Any] = [window_seconds, first, last, *(_like_prefix(prefix) for prefix in prefixes)]
     found: dict[str, dict[str, int]] = {}
-    for when, key, count in statements.all_rows(("scorecard_kept", table, like), sql, params):
+    for when, key, count in statements.all_rows(("scorecard_kept", table, len(prefixes)), sql, params):
         found.setdefault(when, {})[key] = count
     return found
 
 
 def _like_prefix(prefix: str) -> str:
     """The LIKE pattern of the keys that start with `prefix` (`rule:`, `version:<hex>:`: no wildcard in them)."""
-    if "%" in prefix or "_" in prefix:
+    if not prefix or "%" in prefix or "_" in prefix:
         raise ValueError(f"a key prefix without LIKE's wildcards, not {prefix!r}")
     return prefix + "%"
 

@@ -169,6 +169,8 @@ def _version_key(rule_version: str, cls: str) -> str:
 
 
 VERSION_PREFIX = "version:"
+# The keys the scorecard's numbers are made of (a rule version's are read only for its standing).
+NUMBER_PREFIXES = ("rule:", "gate:")
 
 
 def wilson(agreeing: int, settled: int) -> dict[str, Any]:
@@ -262,7 +264,7 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     first_day = _day_at_or_after(start)
     last_day = min(until.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
     if last_day is not None and last_day >= first_day:
-        for week, counts in _kept(seconds, first_day, last_day):
+        for week, counts in _kept(seconds, first_day, last_day, prefixes=NUMBER_PREFIXES):
             total.update(counts)
             by_week.setdefault(week, Counter()).update(counts)
         # The part of the range before the first kept day, and after the last.
@@ -278,7 +280,7 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     return Scorecard(seconds, since, until, total, sorted(by_week.items()))
 
 
-def _kept(seconds: int, first: date, last: date, *, prefix: str = "") -> list[tuple[date, dict[str, int]]]:
+def _kept(seconds: int, first: date, last: date, *, prefixes: tuple[str, ...]) -> list[tuple[date, dict[str, int]]]:
     """The kept counts from day `first` to day `last` (inclusive, every one of them counted), as (its week's
     Monday, key -> count) parts: each whole week's sums, and the days of the weeks cut at either end (at most six
     each), so a long range reads a row a key of each week, however many decisions it holds."""
@@ -289,11 +291,11 @@ def _kept(seconds: int, first: date, last: date, *, prefix: str = "") -> list[tu
         weeks: dict[str, dict[str, int]] = {}
     else:
         days = [(first, whole_from - timedelta(days=1)), (whole_to + timedelta(days=7), last)]
-        weeks = rows.kept_weeks(seconds, whole_from.isoformat(), whole_to.isoformat(), prefix=prefix)
+        weeks = rows.kept_weeks(seconds, whole_from.isoformat(), whole_to.isoformat(), prefixes=prefixes)
     found = [(date.fromisoformat(week), counts) for week, counts in weeks.items()]
     for since, until in days:
         if since <= until:
-            for day, counts in rows.kept_days(seconds, since.isoformat(), until.isoformat(), prefix=prefix).items():
+            for day, counts in rows.kept_days(seconds, since.isoformat(), until.isoformat(), prefixes=prefixes).items():
                 found.append((_week(date.fromisoformat(day)), counts))
     return found
 
@@ -414,7 +416,7 @@ def rule_agreement(rule: Rule, *, since: datetime, now: datetime, window: timede
     if last_day is not None and last_day >= first_day:
         # The whole days the jobs process counted: the version's kept counts.
         prefix = _version_key(version, "")
-        for _, counts in _kept(KEPT_WINDOW_SECONDS, first_day, last_day, prefix=prefix):
+        for _, counts in _kept(KEPT_WINDOW_SECONDS, first_day, last_day, prefixes=(prefix,)):
             by_class.update({key.removeprefix(prefix): count for key, count in counts.items()})
         parts = ((start, _midnight(first_day)), (_midnight(last_day + timedelta(days=1)), now))
     else:
