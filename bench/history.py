@@ -289,20 +289,35 @@ def check_answer(name: str, answer: requests.Response) -> str | None:
     return None
 
 
-def measure(bases: dict[int, str], rounds: int, *, warm: int = 5) -> tuple[dict[str, dict[int, float]], list[str]]:
-    """Each read of each size in turn, `warm` rounds then `rounds` timed: the median seconds, and what was wrong."""
-    sessions = {size: requests.Session() for size in bases}
+@dataclass
+class Figures:
+    """Each read's median wall time a request, and the service's CPU time a request (every thread of `svc serve`;
+    on PostgreSQL the server's own work is not in it), by size: seconds."""
+
+    medians: dict[str, dict[int, float]]
+    cpu: dict[str, dict[int, float]]
+
+
+def measure(
+    servers: dict[int, tuple[harness.Process, str]], rounds: int, *, warm: int = 5
+) -> tuple[Figures, list[str]]:
+    """Each read of each size in turn, `warm` rounds then `rounds` timed: the figures, and what was wrong. The CPU
+    time is read from /proc around each request (in clock ticks: summed over the rounds, then divided)."""
+    sessions = {size: requests.Session() for size in servers}
     for session in sessions.values():
         session.headers.update(BASIC)
     paths = reads(datetime.now(UTC))
-    times: dict[str, dict[int, list[float]]] = {name: {size: [] for size in bases} for name in paths}
+    times: dict[str, dict[int, list[float]]] = {name: {size: [] for size in servers} for name in paths}
+    cpu: dict[str, dict[int, float]] = {name: dict.fromkeys(servers, 0.0) for name in paths}
     problems: list[str] = []
     for round_ in range(warm + rounds):
         for name, path in paths.items():
-            for size, base in bases.items():
+            for size, (process, base) in servers.items():
+                cpu_before = process.cpu_seconds()
                 started = time.perf_counter()
                 answer = sessions[size].get(base + path, timeout=120)
                 took = time.perf_counter() - started
+                spent = process.cpu_seconds() - cpu_before
                 if round_ == 0:
                     wrong = check_answer(name, answer)
                     if wrong:
@@ -311,7 +326,14 @@ def measure(bases: dict[int, str], rounds: int, *, warm: int = 5) -> tuple[dict[
                     problems.append(f"{size:,}: {name} answered {answer.status_code}")
                 if round_ >= warm:
                     times[name][size].append(took)
-    return {name: {size: statistics.median(v) for size, v in per.items()} for name, per in times.items()}, problems
+                    cpu[name][size] += spent
+    return (
+        Figures(
+            {name: {size: statistics.median(v) for size, v in per.items()} for name, per in times.items()},
+            {name: {size: total / rounds for size, total in per.items()} for name, per in cpu.items()},
+        ),
+        problems,
+    )
 
 
 def run_backend(work: Path, backend: str, sizes: list[int], rounds: int, postgres: str, *, keep: bool = False) -> dict:
@@ -343,7 +365,7 @@ def run_backend(work: Path, backend: str, sizes: list[int], rounds: int, postgre
             servers[size] = harness.start_service(
                 datas[size], urls[size], SVC_ROUTER_ALLOWLIST=",".join(ALLOWLIST), SVC_SNAPSHOT_MAX_AGE="0"
             )
-        medians, problems = measure({size: base for size, (_, base) in servers.items()}, rounds)
+        figures_, problems = measure(servers, rounds)
     finally:
         for process, _ in servers.values():
             process.stop()
@@ -351,15 +373,22 @@ def run_backend(work: Path, backend: str, sizes: list[int], rounds: int, postgre
             for url in urls.values():
                 drop_postgres(url)
     small, large = min(sizes), max(sizes)
-    print(f"   {'read':<20}" + "".join(f"{s:>12,}" for s in sizes) + f"   ratio (target <= {TARGET})")
-    ratios = {}
-    for name, per in medians.items():
+    print(
+        f"   {'read':<20}"
+        + "".join(f"{s:>12,}" for s in sizes)
+        + f"   ratio (target <= {TARGET})   service CPU a request"
+    )
+    ratios, cpu_ratios = {}, {}
+    for name, per in figures_.medians.items():
         ratio = per[large] / per[small]
+        spent = figures_.cpu[name]
+        cpu_ratios[name] = spent[large] / spent[small] if spent[small] else 0.0
         ratios[name] = ratio
         print(
             f"   {name:<20}"
             + "".join(f"{per[s] * 1000:>9.2f} ms" for s in sizes)
             + f"   {ratio:5.2f}  ({'met' if ratio <= TARGET else 'MISSED'})"
+            + f"   {spent[small] * 1000:6.2f} -> {spent[large] * 1000:6.2f} ms, {cpu_ratios[name]:5.2f}"
         )
     checked = not problems and all(figures[s]["check_ok"] for s in sizes)
     for problem in problems:
@@ -368,8 +397,10 @@ def run_backend(work: Path, backend: str, sizes: list[int], rounds: int, postgre
     return {
         "sizes": sizes,
         "seeded": {str(s): figures[s] for s in sizes},
-        "medians_ms": {name: {str(s): v * 1000 for s, v in per.items()} for name, per in medians.items()},
+        "medians_ms": {name: {str(s): v * 1000 for s, v in per.items()} for name, per in figures_.medians.items()},
+        "cpu_ms": {name: {str(s): v * 1000 for s, v in per.items()} for name, per in figures_.cpu.items()},
         "ratios": ratios,
+        "cpu_ratios": cpu_ratios,
         "target": TARGET,
         "check_ok": checked,
         "problems": problems,
