@@ -128,7 +128,6 @@ class Archivist:
             started = self.clock()
             cutoff = before if before is not None else self.cutoff(started)
             kept = self.keep_scorecard(started)
-            self.directory.mkdir(parents=True, exist_ok=True)
             moved: dict[str, int] = {}
             files: set[str] = set()
             for kind in self.kinds:
@@ -163,6 +162,7 @@ class Archivist:
             for row in archive.old_rows(kind, before):
                 month = getattr(row, kind.time.name).astimezone(UTC).strftime("%Y-%m")
                 if month not in months:
+                    self.directory.mkdir(parents=True, exist_ok=True)
                     months[month] = MonthFile(self.directory / f"{kind.name}-{month}.jsonl.gz", kind.name)
                 months[month].add(row.id, shape(row))
             for month_file in months.values():
