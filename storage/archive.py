@@ -21,6 +21,7 @@ from storage.models import (
     OutboxMessage,
     ReconciliationGap,
     RouterDecision,
+    ScorecardEntry,
     Ticket,
     TimelineEntry,
 )
@@ -43,10 +44,13 @@ class Kind:
     # Column -> the values it must hold (a final state); `final_tickets`: the row's ticket is finished.
     states: tuple[Field, Collection[str]] | None = None
     final_tickets: Collection[str] | None = None
-    # Decisions: none that a dispatch job still refers to (deleting it would take the job with it).
+    # Decisions: none that a dispatch job still refers to (deleting it would take the job with it), and a judged one
+    # (with a scorecard entry, which goes with it) only from a day whose scorecard counts are kept.
     unreferenced: bool = False
 
-    def old(self, before: datetime) -> Expression:
+    def old(self, before: datetime, scored_before: datetime | None = None) -> Expression:
+        """What may leave: older than `before`, and for a decision with a scorecard entry, than `scored_before` too
+        (None: no judged decision may leave)."""
         where = self.time < before
         if self.states is not None:
             column, values = self.states
@@ -57,6 +61,9 @@ class Kind:
         if self.unreferenced:
             jobs = DispatchJob.select(DispatchJob.id).where(DispatchJob.decision == RouterDecision.id)
             where &= ~fn.EXISTS(jobs)
+            entry = ScorecardEntry.select(ScorecardEntry.decision).where(ScorecardEntry.decision == RouterDecision.id)
+            unjudged = ~fn.EXISTS(entry)
+            where &= unjudged if scored_before is None else (unjudged | (self.time < scored_before))
         return where
 
 
@@ -77,20 +84,25 @@ def kinds(*, final_stages: Collection[str], final_jobs: Collection[str], settled
 FINAL_OUTBOX = frozenset({"sent", "failed", "skipped"})
 
 
-def old_rows(kind: Kind, before: datetime, *, batch: int = 500) -> Iterator[Model]:
-    """Every row of `kind` that may leave (its time before `before`), in id order, read in keyset batches (memory
-    does not grow with what is old)."""
+def old_rows(
+    kind: Kind, before: datetime, scored_before: datetime | None = None, *, batch: int = 500
+) -> Iterator[Model]:
+    """Every row of `kind` that may leave (`Kind.old`), in id order, read in keyset batches (memory does not grow
+    with what is old)."""
     after = 0
     key = kind.model._meta.primary_key
     while True:
-        found = list(kind.model.select().where(kind.old(before) & (key > after)).order_by(key).limit(batch))
+        where = kind.old(before, scored_before) & (key > after)
+        found = list(kind.model.select().where(where).order_by(key).limit(batch))
         yield from found
         if len(found) < batch:
             return
         after = found[-1].id
 
 
-def delete(kind: Kind, ids: list[int], before: datetime) -> list[tuple[int, datetime, str | None]]:
+def delete(
+    kind: Kind, ids: list[int], before: datetime, scored_before: datetime | None = None
+) -> list[tuple[int, datetime, str | None]]:
     """Delete the rows of `ids` that may still leave (call inside the transaction that counts them); returns (id, its
     time, a decision's outcome) of each deleted. On PostgreSQL the rows are locked first, so that a writer that
     would make one live again waits for the delete, and then finds it gone."""
@@ -100,7 +112,7 @@ def delete(kind: Kind, ids: list[int], before: datetime) -> list[tuple[int, date
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start : start + CHUNK]
         query = kind.model.select(key, kind.time, *([outcome] if outcome is not None else [])).where(
-            kind.old(before) & key.in_(chunk)
+            kind.old(before, scored_before) & key.in_(chunk)
         )
         if is_postgres():
             query = query.for_update()

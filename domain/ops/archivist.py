@@ -13,9 +13,9 @@ again. A crash between the two leaves the rows in the database and their lines i
 none of them again and deletes them.
 
 The scorecard keeps its counts: before decisions go (and their scorecard entries with them), every settled day is
-counted (`scorecard.keep_through`, injected: the router hears the ops agents, not the other way round), and only
-decisions of counted days go. Each delete is counted per hour in its own transaction (`ArchivedCount`): a backtest
-over an archived range says how many decisions it could not read.
+counted (`scorecard.keep_through`, injected: the router hears the ops agents, not the other way round), and a judged
+decision (one with a scorecard entry) goes only from a counted day. Each delete is counted per hour in its own
+transaction (`ArchivedCount`): a backtest over an archived range says how many decisions it could not read.
 """
 
 from __future__ import annotations
@@ -131,11 +131,7 @@ class Archivist:
             moved: dict[str, int] = {}
             files: set[str] = set()
             for kind in self.kinds:
-                limit = cutoff
-                if kind.name == archive.DECISIONS:
-                    # Only decisions of days whose scorecard counts are kept: their entries go with them.
-                    limit = min(cutoff, kept) if kept is not None else None
-                moved[kind.name], names = self._move(kind, limit) if limit is not None else (0, [])
+                moved[kind.name], names = self._move(kind, cutoff, kept)
                 files.update(names)
             summary = ", ".join(f"{moved[k.name]} {NOUNS[k.name]}" for k in self.kinds)
             run = units.run(
@@ -153,13 +149,14 @@ class Archivist:
             )
         return ArchiveReport(cutoff, moved, sorted(files), run)
 
-    def _move(self, kind: archive.Kind, before: datetime) -> tuple[int, list[str]]:
+    def _move(self, kind: archive.Kind, before: datetime, scored_before: datetime | None) -> tuple[int, list[str]]:
         """Write the kind's old rows to their month files, then delete them; how many were deleted, and the files
-        written."""
+        written. A judged decision goes only from a day the scorecard has counted (before `scored_before`): its
+        entry goes with it, and the day's counts stay."""
         months: dict[str, MonthFile] = {}
         shape = SHAPES[kind.name]
         try:
-            for row in archive.old_rows(kind, before):
+            for row in archive.old_rows(kind, before, scored_before):
                 month = getattr(row, kind.time.name).astimezone(UTC).strftime("%Y-%m")
                 if month not in months:
                     self.directory.mkdir(parents=True, exist_ok=True)
@@ -183,13 +180,10 @@ class Archivist:
         return deleted, [m.path.name for m in months.values()]
 
     def _delete(self, kind: archive.Kind, ids: list[int], before: datetime) -> int:
-        if kind.name == archive.DECISIONS:
-            # Said again in the delete's transaction: an import may have had the scorecard's last days counted again.
-            kept = self.scorecard_kept_until()
-            if kept is None:
-                return 0
-            before = min(before, kept)
-        gone = archive.delete(kind, ids, before)
+        # How far the scorecard's counts reach, read again in the delete's transaction: an import may have had its
+        # last days counted again since the rows were read.
+        scored_before = self.scorecard_kept_until() if kind.name == archive.DECISIONS else None
+        gone = archive.delete(kind, ids, before, scored_before)
         counts: Counter[tuple[str, str]] = Counter()
         for _id, at, outcome in gone:
             hour = archive.hour_of(at)

@@ -309,6 +309,18 @@ def test_the_cutoff_is_keep_days_before_now_or_the_one_given(board, config_facto
     report = archivist(short, clock).run(Trigger("command"), before=now - timedelta(days=10))
     assert report.moved["decisions"] == 1 and report.before == now - timedelta(days=10)
 
+    # Up to now: a judged decision stays until the scorecard has counted its day; any other goes.
+    judged = decision(now - timedelta(hours=2))
+    with transaction():
+        decisions.record(
+            evaluated_at=now - timedelta(hours=1), mode="shadow", dispatched=False, outcome="no_action", gates=[]
+        )
+    card = board.get("/api/v1/router/scorecard").json
+    report = archivist(short, clock).run(Trigger("command"), before=now)
+    assert report.moved["decisions"] == 1
+    assert {d.id for d in RouterDecision.select()} == {judged}
+    assert board.get("/api/v1/router/scorecard").json == card
+
 
 def test_on_sqlite_the_space_the_rows_held_is_reused(board, config, clock):
     """SQLite keeps a deleted row's pages on its free list and fills them before it grows the file: no VACUUM needed.
