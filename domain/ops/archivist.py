@@ -20,12 +20,14 @@ transaction (`ArchivedCount`): a backtest over an archived range says how many d
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -155,18 +157,18 @@ class Archivist:
         entry goes with it, and the day's counts stay."""
         months: dict[str, MonthFile] = {}
         shape = SHAPES[kind.name]
-        try:
-            for row in archive.old_rows(kind, before, scored_before):
-                month = getattr(row, kind.time.name).astimezone(UTC).strftime("%Y-%m")
-                if month not in months:
-                    self.directory.mkdir(parents=True, exist_ok=True)
-                    months[month] = MonthFile(self.directory / f"{kind.name}-{month}.jsonl.gz", kind.name)
-                months[month].add(row.id, shape(row))
-            for month_file in months.values():
-                month_file.commit()
-        finally:
-            for month_file in months.values():
-                month_file.discard()
+        with _locked(self.directory):
+            try:
+                for row in archive.old_rows(kind, before, scored_before):
+                    month = getattr(row, kind.time.name).astimezone(UTC).strftime("%Y-%m")
+                    if month not in months:
+                        months[month] = MonthFile(self.directory / f"{kind.name}-{month}.jsonl.gz", kind.name)
+                    months[month].add(row.id, shape(row))
+                for month_file in months.values():
+                    month_file.commit()
+            finally:
+                for month_file in months.values():
+                    month_file.discard()
         if not months:
             return 0, []
         _sync_directory(self.directory)
@@ -252,6 +254,19 @@ def _json(line: dict[str, Any]) -> bytes:
         return orjson.dumps(line)
     except TypeError:
         return json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One archivist at a time writes the files of a directory (`svc archive` beside the scheduled run): an advisory
+    lock on a file in it, held while the files are written (another waits, then finds the lines written)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _sync_directory(directory: Path) -> None:

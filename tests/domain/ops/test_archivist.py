@@ -195,7 +195,7 @@ def test_old_rows_move_to_monthly_files_in_their_api_shapes_and_live_ones_stay(b
 
     old, new = made["old"], made["new"]
     assert report.moved == {kind: len(old[kind]) for kind in KINDS}
-    files = sorted(p.name for p in (config.data_dir / "archive").iterdir())
+    files = sorted(p.name for p in (config.data_dir / "archive").glob("*.jsonl.gz"))
     month = [(now - timedelta(days=d)).strftime("%Y-%m") for d in (500, 470)]
     assert files == sorted(f"{kind}-{m}.jsonl.gz" for kind in KINDS for m in month)
     lines = archive_lines(config.data_dir / "archive")
@@ -232,10 +232,10 @@ def test_old_rows_move_to_monthly_files_in_their_api_shapes_and_live_ones_stay(b
     # The run is recorded with what moved; a second run moves nothing and leaves the files as they were.
     recorded = board.get("/api/v1/agents/runs?agent_id=archivist").json["runs"][0]
     assert recorded["details"]["moved"] == report.moved
-    written = {p.name: p.read_bytes() for p in (config.data_dir / "archive").iterdir()}
+    written = {p.name: p.read_bytes() for p in (config.data_dir / "archive").glob("*.jsonl.gz")}
     again = archivist(config, clock).run(Trigger("command"))
     assert again.moved == dict.fromkeys(KINDS, 0)
-    assert {p.name: p.read_bytes() for p in (config.data_dir / "archive").iterdir()} == written
+    assert {p.name: p.read_bytes() for p in (config.data_dir / "archive").glob("*.jsonl.gz")} == written
     assert scorecards(board, now) == before
 
 
