@@ -238,6 +238,13 @@ def test_old_rows_move_to_monthly_files_in_their_api_shapes_and_live_ones_stay(b
     assert {p.name: p.read_bytes() for p in (config.data_dir / "archive").glob("*.jsonl.gz")} == written
     assert scorecards(board, now) == before
 
+    # Something recorded at an archived time (an import of older history) never has the archived days counted again
+    # from the entries that are gone.
+    with transaction():
+        scorecard.forget_days_from(now - timedelta(days=500))
+    scorecard.keep_settled_days(now=now)
+    assert scorecards(board, now) == before
+
 
 @pytest.mark.both_backends
 def test_a_crash_between_the_write_and_the_delete_loses_nothing_and_doubles_nothing(board, config, clock):
