@@ -11,6 +11,7 @@ from domain.config import Config
 from domain.dispatch.forge import ForgeWrites, forge_adapters
 from domain.dispatch.jobs import FORGE_WRITE_KIND, REAP_BATCH, Dispatch
 from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
+from domain.ops.archivist import ARCHIVIST_AGENT, Archivist
 from domain.ops.digest import DIGEST_AGENT
 from domain.ops.pulse import PULSE_AGENT
 from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
@@ -45,14 +46,20 @@ SCORECARD_SECONDS = 60.0
 def scheduled_jobs(
     config: Config, clock: Clock, *, ops: OpsAgents | None = None, forges: Mapping[str, Forge] | None = None
 ) -> dict[str, Job]:
-    """agent id -> the job the scheduler starts when that agent is due: the ops agents, the poller and the
-    reconciler."""
+    """agent id -> the job the scheduler starts when that agent is due: the ops agents, the archivist, the poller
+    and the reconciler."""
     forges = forge_adapters(config) if forges is None else forges
     return {
         **ops_jobs(config, ops or OpsAgents(config, clock)),
+        ARCHIVIST_AGENT: archivist(config, clock),
         POLLER_AGENT_ID: Poller(router(config, clock, forges), config, clock),
         RECONCILER_AGENT_ID: reconciler(config, clock, forges),
     }
+
+
+def archivist(config: Config, clock: Clock) -> Archivist:
+    """The archivist, with the scorecard's settled days counted before it moves decisions out."""
+    return Archivist(config, clock, keep_scorecard=scorecard.keep_through, scorecard_kept_until=scorecard.kept_until)
 
 
 def reconciler(config: Config, clock: Clock, forges: Mapping[str, Forge] | None = None) -> Reconciler:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from peewee import EXCLUDED, Case
+from peewee import EXCLUDED, Case, fn
 
 from storage import statements
 from storage.db import is_postgres
@@ -196,6 +196,12 @@ def _like_prefix(prefix: str) -> str:
     return prefix + "%"
 
 
+def first_day(window_seconds: int) -> str | None:
+    """The first counted day (YYYY-MM-DD) kept for this window, or None: where the counts reach back to once the
+    entries of the oldest days were archived."""
+    return ScorecardDay.select(fn.MIN(ScorecardDay.day)).where(ScorecardDay.window_seconds == window_seconds).scalar()
+
+
 def mark(window_seconds: int) -> tuple[str | None, int]:
     """How far this window's settled days are counted (YYYY-MM-DD, or None: not yet), and the mark's version (0:
     no mark yet)."""
@@ -258,20 +264,34 @@ def keep_days(
 
 
 def drop_days_from(day: str, window_seconds: tuple[int, ...]) -> None:
-    """Entries were recorded or taken up at a past time, on `day` (YYYY-MM-DD) or later: the counts kept from the
-    Monday of its week on are dropped (a week's sum goes whole, so its days go with it), and each window's mark moves
-    back before that Monday (and is bumped even where it was not that far, so that a count in progress, which read
-    the entries before these, is never kept)."""
+    """Entries were recorded or taken up at a past time, on `day` (YYYY-MM-DD) or later: the counts kept from that
+    day on are dropped, the weeks' sums from the next Monday on (the week that `day` cuts loses only the dropped
+    days' counts), and each window's mark moves back before it (and is bumped even where it was not that far, so
+    that a count in progress, which read the entries before these, is never kept)."""
     given = date.fromisoformat(day)
+    previous = (given - timedelta(days=1)).isoformat()
     monday = given - timedelta(days=given.weekday())
-    start, previous = monday.isoformat(), (monday - timedelta(days=1)).isoformat()
-    ScorecardDay.delete().where(ScorecardDay.day >= start).execute()
-    ScorecardWeek.delete().where(ScorecardWeek.week >= start).execute()
+    if monday < given:
+        next_monday = (monday + timedelta(days=7)).isoformat()
+        statements.execute(
+            ("scorecard_week_cut",),
+            lambda p: (
+                f'UPDATE "{_WEEK}" SET "count" = "count" - COALESCE((SELECT SUM("d"."count") FROM "{_DAY}" AS "d" '
+                f'WHERE "d"."window_seconds" = "{_WEEK}"."window_seconds" AND "d"."key" = "{_WEEK}"."key" '
+                f'AND "d"."day" >= {p} AND "d"."day" < {p}), 0) WHERE "week" = {p}'
+            ),
+            [day, next_monday, monday.isoformat()],
+        )
+        ScorecardWeek.delete().where((ScorecardWeek.week == monday.isoformat()) & (ScorecardWeek.count <= 0)).execute()
+        ScorecardWeek.delete().where(ScorecardWeek.week >= next_monday).execute()
+    else:
+        ScorecardWeek.delete().where(ScorecardWeek.week >= day).execute()
+    ScorecardDay.delete().where(ScorecardDay.day >= day).execute()
     for seconds in window_seconds:
         ScorecardMark.insert(window_seconds=seconds, through=None, version=1).on_conflict_ignore().execute()
     (
         ScorecardMark.update(
-            through=Case(None, [(ScorecardMark.through >= start, previous)], ScorecardMark.through),
+            through=Case(None, [(ScorecardMark.through >= day, previous)], ScorecardMark.through),
             version=ScorecardMark.version + 1,
         )
         .where(ScorecardMark.window_seconds.in_(window_seconds))

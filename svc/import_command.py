@@ -1,12 +1,14 @@
 """The `svc import` command: open the database (migrated, as every command that writes does), stream the file
 through the router's record-only switch (`domain/router/history.py`), count the scorecard's settled days again (as
 the jobs process does every minute), print the counts on standard output and each rejected line on standard error.
-Exit 0, or 1 when a line was rejected, 2 when the file cannot be read."""
+Exit 0, or 1 when a line was rejected, 2 when the file or the database cannot be used."""
 
 from __future__ import annotations
 
 import sys
 from typing import BinaryIO, TextIO
+
+from peewee import InterfaceError, OperationalError
 
 from domain.clock import Clock, system_clock
 from domain.config import Config
@@ -33,6 +35,12 @@ def run(config: Config, file: str, *, out: TextIO, err: TextIO, clock: Clock = s
             # scorecard reads their kept counts at once, not the rows just imported, even where no jobs process runs.
             while keep_settled_days(now=clock()):
                 pass
+    except (OperationalError, InterfaceError) as exc:
+        # A person typing the command gets the reason, not a traceback (its first line: never a query's values).
+        # What was committed before stays; importing the file again skips it as duplicates.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        err.write(f"svc import: cannot use the database: {reason}; what was imported before stays (run it again)\n")
+        return 2
     finally:
         if file != "-":
             handle.close()

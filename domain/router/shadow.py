@@ -42,7 +42,7 @@ from domain.policy.rules import LIVE, SHADOW
 from domain.router import deliveries, scorecard
 from domain.router.backtest import Report, backtest
 from domain.router.board_events import queue_for_router
-from domain.router.board_view import LiveBoardView, RecordingBoardView, TicketState
+from domain.router.board_view import BoardView, LiveBoardView, RecordingBoardView, TicketState, UnmovedBoardView
 from domain.router.evaluation import OUTCOMES as OUTCOMES  # declared there; the router's readers take it here
 from domain.router.evaluation import OWN, REJECTED, WOULD_DISPATCH, evaluate, is_own
 from domain.router.senders.payloads import Unmappable
@@ -129,12 +129,16 @@ class ShadowRouter:
             self._learn_own(document)
 
         def work() -> list[Receipt]:
-            receipts = [self._route(d, record_only=record_only) for d in documents]
-            if record_only:
-                # Recorded in the past: the scorecard's kept days from there on are counted again.
-                accepted = [r.decision.evaluated_at for r in receipts if r.intake is Intake.ACCEPTED]
-                if accepted:
-                    scorecard.forget_days_from(min(accepted))
+            if not record_only:
+                return [self._route(d) for d in documents]
+            # Nothing a record-only batch does changes the board or the policy: both are read once for the batch
+            # (as it is now), in this attempt of the unit of work.
+            board, policy = UnmovedBoardView(self.view), self.policy()
+            receipts = [self._route(d, record_only=True, board=board, policy=policy) for d in documents]
+            # Recorded in the past: the scorecard's kept days from there on are counted again.
+            accepted = [r.decision.evaluated_at for r in receipts if r.intake is Intake.ACCEPTED]
+            if accepted:
+                scorecard.forget_days_from(min(accepted))
             return receipts
 
         return units.run(work, what="routing the event" if len(documents) == 1 else "routing the batch")
@@ -176,10 +180,19 @@ class ShadowRouter:
 
     # -- the one path every envelope takes ---------------------------------------------------------------
 
-    def _route(self, document: Any, *, same_event: str | None = None, record_only: bool = False) -> Receipt:
+    def _route(
+        self,
+        document: Any,
+        *,
+        same_event: str | None = None,
+        record_only: bool = False,
+        board: BoardView | None = None,
+        policy: Policy | None = None,
+    ) -> Receipt:
         """`same_event` is what makes a redelivery the same event (a webhook's, see `deliveries.identify`);
         for an envelope it is its id. `record_only`: evaluated at its `occurred_at` (never later than now); nothing
-        is dispatched and no ticket moves."""
+        is dispatched and no ticket moves. `board` and `policy` are the batch's, when it read them once; else the
+        board as it is now and the policy in force are read for this event."""
         now = self.clock()
         found = envelope_violations(document)
         if found:
@@ -213,8 +226,8 @@ class ShadowRouter:
         taken_up = () if own else scorecard.roles_taken_up_by(document)
         if taken_up:
             scorecard.record_signal(document["subject"]["id"], taken_up, at=now)
-        view = RecordingBoardView(self.view)
-        policy = self.policy()
+        view = RecordingBoardView(board if board is not None else self.view)
+        policy = policy if policy is not None else self.policy()
         result = evaluate(document, view, policy, now=now, own=own, max_age=self.config.dispatch_max_age_seconds)
         rule = result.rule
         row = decisions.record(
