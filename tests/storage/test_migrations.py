@@ -102,6 +102,39 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
     assert {row["stage"]: row["tickets"] for row in after["stage_count"]} == STAGE_COUNTS
 
 
+def test_the_scorecards_weeks_keep_the_archived_days_counts_and_count_the_rest_again(scratch):
+    """Migration 13: the kept days whose decisions were archived (their entries gone) stay and are summed by week;
+    the later ones go, and the mark moves back before them, to be counted again with their rule versions."""
+    url = scratch.url()
+    bind(url)
+    before_weeks = [m for m in migrations.MIGRATIONS if m[0] < 13]
+    assert migrations.migrate(before_weeks)[-1] == 12
+    database = storage_db.db.obj
+    p = database.param
+    with storage_db.connection():
+        database.execute_sql(
+            f'INSERT INTO "archived_count" ("kind", "hour", "count") VALUES ({p}, {p}, {p})',  # noqa: S608
+            ["decisions", "2026-03-04T23", 5],
+        )
+        for day, count in (("2026-03-02", 2), ("2026-03-04", 3), ("2026-03-05", 7)):  # a Monday, a Wednesday, then
+            database.execute_sql(
+                f'INSERT INTO "scorecard_day" ("window_seconds", "day", "key", "count") VALUES ({p}, {p}, {p}, {p})',  # noqa: S608
+                [86400, day, "rule:coder:confirmed", count],
+            )
+        database.execute_sql(
+            f'INSERT INTO "scorecard_mark" ("window_seconds", "through", "version") VALUES ({p}, {p}, {p})',  # noqa: S608
+            [86400, "2026-03-20", 4],
+        )
+    assert migrations.migrate() == [13]
+    with storage_db.connection():
+        days = database.execute_sql('SELECT "day", "count" FROM "scorecard_day" ORDER BY "day"').fetchall()
+        weeks = database.execute_sql('SELECT "week", "key", "count" FROM "scorecard_week"').fetchall()
+        mark = database.execute_sql('SELECT "through", "version" FROM "scorecard_mark"').fetchall()
+    assert [tuple(row) for row in days] == [("2026-03-02", 2), ("2026-03-04", 3)]
+    assert [tuple(row) for row in weeks] == [("2026-03-02", "rule:coder:confirmed", 5)]
+    assert [tuple(row) for row in mark] == [("2026-03-04", 5)]
+
+
 def test_a_forgotten_migration_is_found(scratch):
     # A model that gained a column nobody migrated: the comparison names it.
     url = scratch.url()
