@@ -223,8 +223,8 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     first_day = _day_at_or_after(start)
     last_day = min(until.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
     if last_day is not None and last_day >= first_day:
-        for day, counts in rows.days(seconds, first_day.isoformat(), last_day.isoformat()).items():
-            add(date.fromisoformat(day), counts)
+        for day, counts in rows.days(seconds, first_day, last_day).items():
+            add(day, counts)
         # The part of the range before the first kept day, and after the last.
         _scan(start, _midnight(first_day), window=window, now=now, add=add)
         _scan(_midnight(last_day + timedelta(days=1)), until, window=window, now=now, add=add)
@@ -243,7 +243,7 @@ def _counted_through(seconds: int) -> date | None:
     if seconds != KEPT_WINDOW_SECONDS:
         return None
     through, _version = rows.mark(seconds)
-    return date.fromisoformat(through) if through is not None else None
+    return through
 
 
 def _scan(since: datetime, until: datetime, *, window: timedelta, now: datetime, add) -> None:
@@ -273,19 +273,18 @@ def keep_settled_days(*, now: datetime, at_most: int = DAYS_PER_STEP) -> bool:
     settled = (now - window).astimezone(UTC).date() - timedelta(days=1)
 
     def step() -> bool:
-        through, version = rows.mark(seconds)
-        done = date.fromisoformat(through) if through is not None else None
+        done, version = rows.mark(seconds)
         if done is not None and done >= settled:
             return False
         following = rows.first_at(_midnight(done + timedelta(days=1)) if done is not None else None)
-        counted: dict[str, dict[str, int]] = {}
+        counted: dict[date, dict[str, int]] = {}
         if following is None or following.astimezone(UTC).date() > settled:
             reached = settled
         else:
             first = following.astimezone(UTC).date()
             reached = min(settled, first + timedelta(days=at_most - 1))
             counted = _count_days(first, reached, window=window, now=now)
-        if not rows.keep_days(seconds, counted, through=reached.isoformat(), version=version):
+        if not rows.keep_days(seconds, counted, through=reached, version=version):
             raise units.StaleRead("the scorecard's kept days were dropped while they were counted")
         return reached < settled
 
@@ -296,18 +295,18 @@ def forget_days_from(moment: datetime) -> None:
     """Entries or signals were recorded at `moment`, a past time: the kept counts of the days they may change (a
     signal takes up decisions up to a window before it) are dropped, and counted again (`keep_settled_days`). Call
     inside the unit of work that records them."""
-    rows.drop_days_from((moment - DEFAULT_WINDOW).astimezone(UTC).date().isoformat(), (KEPT_WINDOW_SECONDS,))
+    rows.drop_days_from((moment - DEFAULT_WINDOW).astimezone(UTC).date(), (KEPT_WINDOW_SECONDS,))
 
 
-def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[str, dict[str, int]]:
+def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[date, dict[str, int]]:
     """day -> key -> count, of the entries evaluated from `first` to `last` (inclusive); days without any are left
     out."""
-    counted: dict[str, dict[str, int]] = {}
+    counted: dict[date, dict[str, int]] = {}
     for _id, role, outcome, failed, evaluated, taken in rows.entries(
         _midnight(first), _midnight(last + timedelta(days=1))
     ):
         cls = classify(outcome, evaluated, taken, window=window, now=now)
-        counts = counted.setdefault(evaluated.date().isoformat(), {})
+        counts = counted.setdefault(evaluated.date(), {})
         for key in _keys(role, outcome, failed, cls):
             counts[key] = counts.get(key, 0) + 1
     return counted
