@@ -312,7 +312,7 @@ class SnapshotBoardView:
         return view
 
     @classmethod
-    def from_database(cls, *, now: datetime) -> SnapshotBoardView:
+    def from_database(cls) -> SnapshotBoardView:
         """The live board, read once (call inside a connection)."""
         view = cls(
             tickets={key: TicketState(key, stage, initiative) for key, stage, initiative in tickets.stages()},

@@ -21,7 +21,7 @@ def github():
 @pytest.fixture
 def gitlab():
     with FakeGitLab() as fake:
-        fake.add_project("acme/web/portfolio", id=15)
+        fake.add_project("acme/web/portfolio", project_id=15)
         yield fake
 
 
