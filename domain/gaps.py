@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from storage import reconciliation
+from storage.reconciliation import GapRow
 
 
 class GapState(StrEnum):
@@ -54,8 +54,8 @@ class Gap:
     detail: str
 
     @classmethod
-    def of(cls, row: Any) -> Gap:
-        """The record of a ledger row (`storage.models.ReconciliationGap`)."""
+    def of(cls, row: GapRow) -> Gap:
+        """The record of a ledger row."""
         return cls(
             id=row.id,
             sender=row.sender,

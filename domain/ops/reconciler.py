@@ -33,7 +33,7 @@ a sender the configuration gives no token.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -64,7 +64,7 @@ TRACKER_CHECKPOINT = "linear"
 
 
 class CatchUp(Protocol):
-    def __call__(self, issues: list[TrackerIssue]) -> list[Any]: ...
+    def __call__(self, issues: list[TrackerIssue]) -> Sequence[object]: ...
 
 
 @dataclass
@@ -81,7 +81,7 @@ class ReconcileReport:
     failures: list[str] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)
     hooks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    run: Any = None
+    run: runs.AgentRun | None = None
 
     @property
     def ok(self) -> bool:
