@@ -308,7 +308,7 @@ class SnapshotBoardView:
             running=int(document.get("jobs_running", len(document.get("fleet_holders", [])))),
         )
         for key, times in document.get("fixer_dispatches", {}).items():
-            view.fixer_ledger[key] = deque(sorted(_parse(t) for t in times))
+            view.fixer_ledger[key] = deque(sorted(parse_timestamp(t) for t in times))
         return view
 
     @classmethod
@@ -323,10 +323,6 @@ class SnapshotBoardView:
         for key, times in jobs.fixer_times_since_green().items():
             view.fixer_ledger[key] = deque(times)
         return view
-
-
-def _parse(text: str) -> datetime:
-    return parse_timestamp(text)
 
 
 def dump_snapshot(view: SnapshotBoardView, *, taken_at: datetime) -> str:
