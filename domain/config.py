@@ -53,6 +53,10 @@ class ConfigError(Exception):
         super().__init__("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
 
 
+# The most days detail is kept before the archivist moves it out (SVC_KEEP_DAYS): a year, and a month to look back.
+DETAIL_AGE_MAX = 400
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything the service reads from its environment; defaults match the README."""
@@ -133,6 +137,9 @@ class Config:
     promotion_min_agreement: float = 0.8
     poller_window_minutes: int = 30
     snapshot_max_age: float = 2.0
+    # How long detail (decisions, finished tickets' timelines, runs, sent messages, finished jobs, settled gaps) is
+    # kept before the archivist moves it into SVC_DATA_DIR/archive/ (`domain/ops/archivist.py`).
+    keep_days: int = DETAIL_AGE_MAX
     log_level: str = "INFO"
     # "jobs": `svc jobs` starts the ops agents on their UTC schedules; "external": a CI cron calls `svc ops ...`.
     ops_scheduler: str = "jobs"
@@ -293,6 +300,7 @@ class Config:
             promotion_min_agreement=env.number("SVC_PROMOTION_MIN_AGREEMENT", 0.8, low=0, high=1),
             poller_window_minutes=env.integer("SVC_POLLER_WINDOW_MINUTES", 30, low=1, high=7 * 24 * 60),
             snapshot_max_age=env.number("SVC_SNAPSHOT_MAX_AGE", 2.0, low=0, high=300),
+            keep_days=env.integer("SVC_KEEP_DAYS", DETAIL_AGE_MAX, low=1, high=100 * 366),
             log_level=env.choice("SVC_LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR"}),
             ops_scheduler=env.choice("SVC_OPS_SCHEDULER", "JOBS", {"JOBS", "EXTERNAL"}).lower(),
             jobs_clock_offset=env.number("SVC_JOBS_CLOCK_OFFSET", 0.0, low=-10 * 366 * 86400, high=10 * 366 * 86400),

@@ -11,6 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from storage import reconciliation
+from storage.models import ReconciliationGap
 from storage.reconciliation import GapRow
 
 
@@ -54,8 +55,8 @@ class Gap:
     detail: str
 
     @classmethod
-    def of(cls, row: GapRow) -> Gap:
-        """The record of a ledger row."""
+    def of(cls, row: GapRow | ReconciliationGap) -> Gap:
+        """The record of a ledger row, as the ledger's reads return it or the archivist's batch holds it."""
         return cls(
             id=row.id,
             sender=row.sender,

@@ -9,6 +9,7 @@ from domain.config import Config
 from domain.dispatch.forge import forge_adapters
 from domain.dispatch.jobs import FORGE_WRITE_KIND, REAP_BATCH
 from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
+from domain.ops.archivist import ARCHIVIST_AGENT, Archivist
 from domain.ops.digest import DIGEST_AGENT
 from domain.ops.pulse import PULSE_AGENT
 from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
@@ -40,14 +41,20 @@ SCORECARD_SECONDS = 60.0
 
 
 def scheduled_jobs(config: Config, clock: Clock, *, services: DomainServices | None = None) -> dict[str, Job]:
-    """agent id -> the job the scheduler starts when that agent is due: the ops agents, the poller and the
-    reconciler. `services`: the process's (built from the configuration when not given)."""
+    """agent id -> the job the scheduler starts when that agent is due: the ops agents, the archivist, the poller
+    and the reconciler. `services`: the process's (built from the configuration when not given)."""
     services = services or build_services(config, clock)
     return {
         **ops_jobs(config, services.ops),
+        ARCHIVIST_AGENT: archivist(config, clock),
         POLLER_AGENT_ID: Poller(services.router, config, clock),
         RECONCILER_AGENT_ID: reconciler(config, clock, services=services),
     }
+
+
+def archivist(config: Config, clock: Clock) -> Archivist:
+    """The archivist, with the scorecard's settled days counted before it moves decisions out."""
+    return Archivist(config, clock, keep_scorecard=scorecard.keep_through, scorecard_kept_until=scorecard.kept_until)
 
 
 def reconciler(config: Config, clock: Clock, *, services: DomainServices | None = None) -> Reconciler:

@@ -88,6 +88,11 @@ def queued_without_decision(*, queued_before: datetime, quiet_since: datetime, l
     )
 
 
+# The outcomes a backtest never reads: a rejected envelope has nothing to evaluate; the service's own events are no
+# one's decision to judge.
+NOT_BACKTESTED = ("rejected", "own")
+
+
 def for_backtest(since: datetime | None, until: datetime | None, *, batch: int = 2000):
     """Every accepted decision in [since, until), oldest first, as tuples (id, event_id, subject_id, outcome,
     evaluated_at, gates, envelope, facts, policy, rule, role), the JSON columns still as text; read in keyset
@@ -107,8 +112,7 @@ def for_backtest(since: datetime | None, until: datetime | None, *, batch: int =
     )
     # Raw column values: the caller parses the JSON it needs (a decision without facts needs none of it).
     columns = ", ".join(f'"{f.column_name}"' for f in fields)
-    # A rejected envelope has nothing to evaluate; the service's own events are no one's decision to judge.
-    params: list[object] = ["rejected", "own"]
+    params: list[object] = list(NOT_BACKTESTED)
 
     def sql(p: str) -> str:
         conditions = [f'"outcome" <> {p}', f'"outcome" <> {p}', f'"id" > {p}']

@@ -3,8 +3,9 @@ of a growing table.
 
 - the outbox backlog reads the pending rows only (the `(status, next_attempt_at, id)` index), so it costs what
   is pending, not what was ever sent;
-- decisions and agent runs are append-only (nothing deletes them), so they are counted by id range: the caller
-  keeps the counts up to an id it knows is settled and asks only for the rows after it (a primary key range).
+- decisions and agent runs are only appended to (only the archivist deletes them, and only old ones, below every id
+  a running process has counted), so they are counted by id range: the caller keeps the counts up to an id it knows
+  is settled and asks only for the rows after it (a primary key range).
 """
 
 from __future__ import annotations

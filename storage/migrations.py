@@ -471,6 +471,23 @@ def _worker_boundary(migrator: SchemaMigrator) -> None:
     apply_operations(migrator.add_not_null("account", "principal"))
 
 
+def _archived_counts(migrator: SchemaMigrator) -> None:
+    """How many rows of each kind the archivist moved out, per hour of their own time."""
+
+    class ArchivedCount(Model):  # the table as version 12 makes it
+        kind = CharField(max_length=32)
+        hour = CharField(max_length=13)
+        count = IntegerField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "archived_count"
+            legacy_table_names = False
+            primary_key = CompositeKey("kind", "hour")
+
+    ArchivedCount.create_table(safe=False)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -491,6 +508,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
         "a worker's bay and principal, its last call and refusal; the principal that claimed each job",
         _worker_boundary,
     ),
+    (12, "how many rows of each kind the archivist moved out, per hour", _archived_counts),
 ]
 
 

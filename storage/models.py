@@ -397,6 +397,19 @@ class ScorecardMark(BaseModel):
     version = IntegerField(default=1)
 
 
+class ArchivedCount(BaseModel):
+    """How many rows of one kind the archivist moved out of the database (`domain/ops/archivist.py`), per hour of the
+    rows' own time (`YYYY-MM-DD HH`, UTC): what a backtest over an archived range says it could not read, and how
+    far the scorecard's archived days reach. Written in the transaction of the delete it counts."""
+
+    kind = CharField(max_length=32)
+    hour = CharField(max_length=13)
+    count = IntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("kind", "hour")
+
+
 class RouterPolicyVersion(BaseModel):
     """One version of the router's policy (`domain/router/policy_versions.py`): the whole document, its version hash,
     who set it, when and why. The newest row is the policy in force; rows are never changed.
@@ -558,6 +571,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     RouterPolicyVersion,
     DispatchJob,
     PullRequest,
+    ArchivedCount,
 )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from peewee import Case
+from peewee import Case, fn
 
 from storage import statements
 from storage.models import ScorecardDay, ScorecardEntry, ScorecardMark
@@ -111,6 +111,12 @@ def days(window_seconds: int, first: date, last: date) -> dict[date, dict[str, i
     for day, key, count in query:
         found.setdefault(day, {})[key] = count
     return found
+
+
+def first_day(window_seconds: int) -> date | None:
+    """The first counted day kept for this window, or None: where the counts reach back to once the entries of the
+    oldest days were archived."""
+    return ScorecardDay.select(fn.MIN(ScorecardDay.day)).where(ScorecardDay.window_seconds == window_seconds).scalar()
 
 
 def mark(window_seconds: int) -> tuple[date | None, int]:

@@ -1,5 +1,5 @@
 """The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops, worker), people's accounts (user),
-validate, replay, backtest, the router's policy (policy), the dispatch switch (dispatch), reconcile."""
+validate, replay, backtest, the router's policy (policy), the dispatch switch (dispatch), reconcile, archive."""
 
 from __future__ import annotations
 
@@ -323,6 +323,35 @@ def reconcile(args: argparse.Namespace) -> int:
         report = assembly.reconciler(config, system_clock)(Trigger("command"))
     print(f"svc reconcile: {report.run.summary}")
     return 0 if report.ok else 1
+
+
+@command("archive")
+def archive(args: argparse.Namespace) -> int:
+    """Run the archivist once: move detail older than SVC_KEEP_DAYS (or --before) into SVC_DATA_DIR/archive/."""
+    from domain.clock import BadTimestamp, parse_timestamp, system_clock
+    from domain.ops.runs import Trigger
+    from jobs import assembly
+    from storage import db, migrations
+
+    config = load_config()
+    before = None
+    if args.before is not None:
+        try:
+            before = parse_timestamp(args.before)
+        except BadTimestamp:
+            print(
+                f"svc archive: --before: expected an ISO 8601 time with its zone, like 2025-10-01T00:00:00Z; "
+                f"got {args.before!r}",
+                file=sys.stderr,
+            )
+            return 2
+    db.bind(db.open_database(config.database_url, max_connections=2))
+    migrations.migrate()
+    report = assembly.archivist(config, system_clock).run(Trigger("command"), before=before)
+    print(f"svc archive: {report.run.summary}")
+    for kind, count in report.moved.items():
+        print(f"{kind} {count}")
+    return 0
 
 
 @command("user")
@@ -711,6 +740,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--retry-budget", type=int, metavar="N", help="fixer jobs per ticket since its last green pipeline"
     )
     again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
+    archiving = sub.add_parser(
+        "archive",
+        help="move detail older than SVC_KEEP_DAYS (decisions, finished tickets' timelines, runs, sent messages, "
+        "finished jobs, settled gaps) into SVC_DATA_DIR/archive/ as monthly gzip JSON lines, once",
+    )
+    archiving.add_argument(
+        "--before", metavar="ISO-TIME", help="move what is older than this instead, e.g. 2025-10-01T00:00:00Z"
+    )
     sub.add_parser(
         "reconcile",
         help="ask GitHub, GitLab and Linear once for the events they failed to deliver (exit 1: one could not be read)",

@@ -41,6 +41,7 @@ from typing import Any, TextIO
 from contracts import check as check_contract
 from domain.board import TRACKER_CLOSE_KIND
 from domain.config import Config
+from domain.ops.archivist import ARCHIVIST_AGENT
 from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
 from domain.ops.schedules import AGENTS
 from domain.policy.document import Policy
@@ -255,7 +256,8 @@ class Story:
         handlers, recorders = assembly.outbox_handlers(config, clock, services=services)
         handlers[TRACKER_CLOSE_KIND] = SimulatedLinear({_issue("PORT-9")})
         deliverer = OutboxDeliverer(handlers, clock, recorders=recorders, owner="demo")
-        self.jobs = JobsProcess(clock, assembly.ops_jobs(config, self.ops), deliverer=deliverer, owner="demo")
+        scheduled = {**assembly.ops_jobs(config, self.ops), ARCHIVIST_AGENT: assembly.archivist(config, clock)}
+        self.jobs = JobsProcess(clock, scheduled, deliverer=deliverer, owner="demo")
         self.poller = JobsProcess(clock, {POLLER_AGENT_ID: Poller(self.router, config, clock)}, owner="demo-poller")
         # The reconciler asks no sender anything here (nothing leaves the machine): its runs say so.
         quiet = dataclasses.replace(config, tracker_api_key=None, github_hooks=(), gitlab_hooks=())

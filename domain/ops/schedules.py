@@ -140,6 +140,12 @@ AGENTS: dict[str, AgentSchedule] = {
             grace=timedelta(hours=2),
         ),
         AgentSchedule(
+            "archivist",
+            "Archivist: move detail older than SVC_KEEP_DAYS into monthly gzip JSON-lines files under archive/",
+            cron=Cron("30 3 * * *"),
+            grace=timedelta(hours=2),
+        ),
+        AgentSchedule(
             "poller",
             "Poller: dispatch_requested for queued tickets whose webhook was missed",
             every=timedelta(minutes=5),

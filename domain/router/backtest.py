@@ -6,7 +6,8 @@ The rules and gates are the very same the live router runs; only the view differ
 retry budget counts the candidate's own would-be fixer dispatches as it goes, as `svc replay` does: each ticket's
 recorded count is corrected by the dispatches the candidate made differently earlier in the range. Under the
 policy each decision recorded, a backtest therefore flips nothing (the reproduction law,
-`tests/domain/router/test_backtest_law.py`). Decisions recorded before decisions kept their facts are counted as
+`tests/domain/router/test_backtest_law.py`). Decisions of the range that were archived are counted (`archived`),
+never read. Decisions recorded before decisions kept their facts are counted as
 not replayable, never guessed; the service's own (`own`) are no one's to judge and are left out. An event's age is
 the one recorded: `fresh` is judged at the decision's own time. Nothing is written.
 
@@ -23,7 +24,7 @@ import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -33,7 +34,7 @@ from domain.policy.rules import first_match
 from domain.router.board_view import RETRY_WINDOW, Facts, RecordedBoardView
 from domain.router.evaluation import DEFAULT_MAX_AGE, WOULD_DISPATCH, evaluate
 from domain.router.gates import GATE_NAMES
-from storage import decisions
+from storage import archive, decisions
 
 # The key `flips_by_rule` counts a flip under when neither the recorded decision nor the candidate matched a rule
 # (never a rule's name: those are lower-case letters, digits and underscores).
@@ -91,6 +92,8 @@ class Report:
     unchanged: int = 0
     flipped: int = 0
     not_replayable: int = 0
+    # Decisions of the range the archivist moved out of the database (`domain/ops/archivist.py`): not read.
+    archived: int = 0
     flips_by_gate: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATE_NAMES, 0))
     flips_by_rule: dict[str, int] = field(default_factory=dict)
     flips: list[Flip] = field(default_factory=list)
@@ -111,6 +114,7 @@ class Report:
             "unchanged": self.unchanged,
             "flipped": self.flipped,
             "not_replayable": self.not_replayable,
+            "archived": self.archived,
             "flips_by_gate": dict(self.flips_by_gate),
             "flips_by_rule": dict(self.flips_by_rule),
             "flips_listed": len(self.flips),
@@ -131,6 +135,8 @@ class Report:
             f"{self.evaluated} decisions evaluated: {self.unchanged} unchanged, {self.flipped} flipped, "
             f"{self.not_replayable} not replayable (recorded before decisions kept their facts)"
         )
+        if self.archived:
+            lines.append(f"{self.archived} decisions of the range archived (not read: see SVC_DATA_DIR/archive/)")
         if self.flipped:
             by_gate = ", ".join(f"{g} {n}" for g, n in self.flips_by_gate.items() if n)
             lines.append(f"flips by gate: {by_gate or 'none (the rules changed)'}")
@@ -244,7 +250,16 @@ def backtest(
         seen += 1
         if seen % 10_000 == 0:
             ledger.forget_before(evaluated_at - RETRY_WINDOW)
+    if rows is None:
+        report.archived = archived_in(since, until)
     return report
+
+
+def archived_in(since: datetime | None, until: datetime | None) -> int:
+    """How many decisions a backtest of [since, until) would have read that were archived, from the hourly counts
+    kept as they were moved (an hour the range cuts counts whole)."""
+    last = archive.hour_of(until - timedelta(microseconds=1)) if until is not None else None
+    return archive.archived(archive.BACKTESTED, archive.hour_of(since) if since is not None else None, last)
 
 
 # The rules of every decision recorded before the rules were data: the first policy's three.

@@ -20,6 +20,10 @@ that a day up to D without rows is known to be empty). A read writes nothing: it
 range and scans only the entries of the days cut by its range or not counted yet; any other window scans its range.
 A range is clamped to the first entry, so a century costs what the history holds. Whatever records entries or
 signals at a past time (`svc import`) drops the kept days from the first it touched (`forget_days_from`).
+
+The archivist (`domain/ops/archivist.py`) moves old decisions out, and their entries with them: it first has every
+settled day counted (`keep_through`) and moves only decisions of counted days, whose counts stay. A read's range is
+clamped to the first kept day as well as the first entry, and the days archived are never dropped nor counted again.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from domain.errors import InvalidQuery
 from domain.policy.rules import Rule
 from domain.router.evaluation import BLOCKED, STUCK, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
+from storage import archive
 from storage import scorecard as rows
 
 DEFAULT_WINDOW = timedelta(days=1)
@@ -202,12 +207,13 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     seconds = int(window.total_seconds())
     total: Counter = Counter()
     by_week: dict[date, Counter] = {}
-    first = rows.first_at()
+    first = _first_day(seconds)
     if first is None:
         return Scorecard(seconds, since, until, total, [])
-    # Nothing is evaluated before the first entry: a range that starts earlier starts at that entry's midnight
-    # (so its day is whole, and read from the kept counts), whatever it asked for.
-    start = _midnight(first.astimezone(UTC).date())
+    # Nothing is evaluated before the first entry (or the first kept day, once the oldest entries were archived): a
+    # range that starts earlier starts at that day's midnight (so its day is whole, and read from the kept counts),
+    # whatever it asked for.
+    start = _midnight(first)
     if since is not None and since > start:
         start = since
     if start >= until:
@@ -236,6 +242,16 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
         by_week.setdefault(week, Counter())
         week += timedelta(days=7)
     return Scorecard(seconds, since, until, total, sorted(by_week.items()))
+
+
+def _first_day(seconds: int) -> date | None:
+    """The day of the first entry, or the first kept day when it is earlier (the archivist moved the entries of the
+    oldest days out, and their counts stay)."""
+    first = rows.first_at()
+    days = [first.astimezone(UTC).date()] if first is not None else []
+    if seconds == KEPT_WINDOW_SECONDS and (kept := rows.first_day(seconds)) is not None:
+        days.append(kept)
+    return min(days, default=None)
 
 
 def _counted_through(seconds: int) -> date | None:
@@ -291,11 +307,32 @@ def keep_settled_days(*, now: datetime, at_most: int = DAYS_PER_STEP) -> bool:
     return units.run(step, what="keeping the scorecard's settled days")
 
 
+def keep_through(now: datetime) -> datetime | None:
+    """Count every settled day not counted yet (as many steps as it takes), then say until when the default window's
+    counts are kept (the midnight after the last counted day; None: none is): the archivist may move decisions
+    evaluated before it, and the scorecard still answers the same."""
+    while keep_settled_days(now=now):
+        pass
+    return kept_until()
+
+
+def kept_until() -> datetime | None:
+    """The midnight after the last day whose counts are kept for the default window, or None."""
+    through = _counted_through(KEPT_WINDOW_SECONDS)
+    return _midnight(through + timedelta(days=1)) if through is not None else None
+
+
 def forget_days_from(moment: datetime) -> None:
     """Entries or signals were recorded at `moment`, a past time: the kept counts of the days they may change (a
     signal takes up decisions up to a window before it) are dropped, and counted again (`keep_settled_days`). Call
     inside the unit of work that records them."""
-    rows.drop_days_from((moment - DEFAULT_WINDOW).astimezone(UTC).date(), (KEPT_WINDOW_SECONDS,))
+    day = (moment - DEFAULT_WINDOW).astimezone(UTC).date()
+    # The days whose decisions were archived keep their counts for good: their entries are gone, and a count made
+    # again would miss them (what is recorded on such a day now is not counted).
+    archived = archive.last_day(archive.DECISIONS)
+    if archived is not None:
+        day = max(day, archived + timedelta(days=1))
+    rows.drop_days_from(day, (KEPT_WINDOW_SECONDS,))
 
 
 def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[date, dict[str, int]]:

@@ -18,6 +18,7 @@ def test_every_agent_is_listed_never_run_and_not_late(api, clock):
         "ops-weekly-digest",
         "slot-steward",
         "idle-reclaim",
+        "archivist",
         "poller",
         "reconciler",
     ]

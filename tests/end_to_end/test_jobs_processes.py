@@ -54,6 +54,7 @@ def run_count(agent_id: str) -> int:
         pytest.param("ops-daily-pulse", "0 8 * * *", marks=pytest.mark.both_backends),
         ("ops-weekly-digest", "0 9 * * 1"),
         ("idle-reclaim", "0 4 * * *"),
+        ("archivist", "30 3 * * *"),
     ],
 )
 def test_two_jobs_processes_on_one_database_run_a_due_job_once(app, tmp_path, database_url, agent_id, cron):

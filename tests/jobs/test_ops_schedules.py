@@ -19,7 +19,7 @@ MONDAY = datetime(2026, 11, 23, tzinfo=UTC)
 
 
 # The agents of svc jobs that are not ops agents, each with tests of its own.
-NOT_OPS = ("poller", "reconciler")
+NOT_OPS = ("archivist", "poller", "reconciler")
 
 
 def ran_at(config, clock, moment: datetime) -> list[str]:
@@ -40,6 +40,7 @@ def ops_only(ran: list[str]) -> list[str]:
 
 def test_the_jobs_process_schedules_the_pulse_the_digest_and_idle_reclaim(config, clock):
     assert sorted(assembly.scheduled_jobs(config, clock)) == [
+        "archivist",
         "idle-reclaim",
         "ops-daily-pulse",
         "ops-weekly-digest",
@@ -49,8 +50,12 @@ def test_the_jobs_process_schedules_the_pulse_the_digest_and_idle_reclaim(config
 
 
 def test_with_an_external_cron_the_jobs_process_leaves_the_ops_agents_alone(config_factory, clock):
-    # the router's poller and the reconciler are not ops agents: they stay in svc jobs
-    assert list(assembly.scheduled_jobs(config_factory(ops_scheduler="external"), clock)) == ["poller", "reconciler"]
+    # the archivist, the router's poller and the reconciler are not among them: they stay in svc jobs
+    assert list(assembly.scheduled_jobs(config_factory(ops_scheduler="external"), clock)) == [
+        "archivist",
+        "poller",
+        "reconciler",
+    ]
     handlers, _ = assembly.outbox_handlers(config_factory(ops_scheduler="external"), clock)
     assert {"slot_release", "tracker_close"} <= set(handlers)  # delivery still happens in svc jobs
 

@@ -60,12 +60,14 @@ def test_the_seed_schedules():
     assert AGENTS["ops-weekly-digest"].schedule_text == "0 9 * * 1"
     assert AGENTS["writing-daily"].schedule_text == "0 9,18 * * *"
     assert AGENTS["idle-reclaim"].schedule_text == "0 4 * * *"
+    assert AGENTS["archivist"].schedule_text == "30 3 * * *"
     assert set(AGENTS) == {
         "writing-daily",
         "ops-daily-pulse",
         "ops-weekly-digest",
         "slot-steward",
         "idle-reclaim",
+        "archivist",
         "poller",
         "reconciler",
     }
@@ -78,6 +80,7 @@ def test_each_schedule_in_plain_words():
         "ops-weekly-digest": "At 09:00 on Monday (UTC)",
         "slot-steward": "At 08:00 every day (UTC)",
         "idle-reclaim": "At 04:00 every day (UTC)",
+        "archivist": "At 03:30 every day (UTC)",
         "poller": "Every 5 minutes",
         "reconciler": "Every 10 minutes",
     }
