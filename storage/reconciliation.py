@@ -248,16 +248,16 @@ def tracked_issue_ids() -> list[str]:
     return [row.tracker_issue_id for row in query]
 
 
-def last_tracker_stage(subject_id: str) -> str | None:
-    """The stage the newest recorded tracker state change about `subject_id` led to (a webhook's, or one the
-    reconciler caught up as `poller`), or None when none was recorded."""
+def last_stage_recorded(subject_id: str, *, kind: str, sources: tuple[str, ...], not_outcome: str) -> str | None:
+    """The stage (`transition.to`) of the newest decision about `subject_id` of `kind` from one of `sources` whose
+    outcome is not `not_outcome`, or None when there is none (which decisions count is the caller's rule)."""
     row = (
         RouterDecision.select(RouterDecision.envelope)
         .where(
             (RouterDecision.subject_id == subject_id)
-            & (RouterDecision.kind == "state_changed")
-            & RouterDecision.source.in_(("tracker", "poller"))
-            & (RouterDecision.outcome != "rejected")
+            & (RouterDecision.kind == kind)
+            & RouterDecision.source.in_(sources)
+            & (RouterDecision.outcome != not_outcome)
         )
         .order_by(RouterDecision.id.desc())
         .first()
