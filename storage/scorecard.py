@@ -113,9 +113,9 @@ def entries(
         after = (last[4], last[0])
 
 
-def days(window_seconds: int, first: str, last: str) -> dict[str, dict[str, int]]:
-    """The counted days from `first` to `last` (inclusive, YYYY-MM-DD) for this window: day -> key -> count."""
-    found: dict[str, dict[str, int]] = {}
+def days(window_seconds: int, first: date, last: date) -> dict[date, dict[str, int]]:
+    """The counted days from `first` to `last` (inclusive) for this window: day -> key -> count."""
+    found: dict[date, dict[str, int]] = {}
     query = (
         ScorecardDay.select(ScorecardDay.day, ScorecardDay.key, ScorecardDay.count)
         .where(
@@ -128,15 +128,15 @@ def days(window_seconds: int, first: str, last: str) -> dict[str, dict[str, int]
     return found
 
 
-def first_day(window_seconds: int) -> str | None:
-    """The first counted day (YYYY-MM-DD) kept for this window, or None: where the counts reach back to once the
-    entries of the oldest days were archived."""
+def first_day(window_seconds: int) -> date | None:
+    """The first counted day kept for this window, or None: where the counts reach back to once the entries of the
+    oldest days were archived."""
     return ScorecardDay.select(fn.MIN(ScorecardDay.day)).where(ScorecardDay.window_seconds == window_seconds).scalar()
 
 
-def mark(window_seconds: int) -> tuple[str | None, int]:
-    """How far this window's settled days are counted (YYYY-MM-DD, or None: not yet), and the mark's version (0:
-    no mark yet)."""
+def mark(window_seconds: int) -> tuple[date | None, int]:
+    """How far this window's settled days are counted (the last day counted, or None: not yet), and the mark's
+    version (0: no mark yet)."""
     row = (
         ScorecardMark.select(ScorecardMark.through, ScorecardMark.version)
         .where(ScorecardMark.window_seconds == window_seconds)
@@ -146,7 +146,7 @@ def mark(window_seconds: int) -> tuple[str | None, int]:
     return (row[0], row[1]) if row is not None else (None, 0)
 
 
-def keep_days(window_seconds: int, counted: dict[str, dict[str, int]], *, through: str, version: int) -> bool:
+def keep_days(window_seconds: int, counted: dict[date, dict[str, int]], *, through: date, version: int) -> bool:
     """Keep the counts of settled days (day -> key -> count; only days with entries) and move the mark to
     `through`, if the mark is still at `version` (what the counting read); else keep nothing and say so (False):
     the days were dropped meanwhile (`drop_days_from`), and must be counted again."""
@@ -172,11 +172,11 @@ def keep_days(window_seconds: int, counted: dict[str, dict[str, int]], *, throug
     return True
 
 
-def drop_days_from(day: str, window_seconds: tuple[int, ...]) -> None:
-    """Entries were recorded or taken up at a past time, on `day` (YYYY-MM-DD) or later: the counts kept from that
+def drop_days_from(day: date, window_seconds: tuple[int, ...]) -> None:
+    """Entries were recorded or taken up at a past time, on `day` or later: the counts kept from that
     day on are dropped, and each window's mark moves back before it (and is bumped even where it was not that far,
     so that a count in progress, which read the entries before these, is never kept)."""
-    previous = (date.fromisoformat(day) - timedelta(days=1)).isoformat()
+    previous = ScorecardMark.through.db_value(day - timedelta(days=1))  # a value of a CASE is not converted
     ScorecardDay.delete().where(ScorecardDay.day >= day).execute()
     for seconds in window_seconds:
         ScorecardMark.insert(window_seconds=seconds, through=None, version=1).on_conflict_ignore().execute()

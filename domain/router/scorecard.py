@@ -250,8 +250,8 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     first_day = _day_at_or_after(start)
     last_day = min(until.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
     if last_day is not None and last_day >= first_day:
-        for day, counts in rows.days(seconds, first_day.isoformat(), last_day.isoformat()).items():
-            add(date.fromisoformat(day), counts)
+        for day, counts in rows.days(seconds, first_day, last_day).items():
+            add(day, counts)
         # The part of the range before the first kept day, and after the last.
         _scan(start, _midnight(first_day), window=window, now=now, add=add)
         _scan(_midnight(last_day + timedelta(days=1)), until, window=window, now=now, add=add)
@@ -271,7 +271,7 @@ def _first_day(seconds: int) -> date | None:
     first = rows.first_at()
     days = [first.astimezone(UTC).date()] if first is not None else []
     if seconds == KEPT_WINDOW_SECONDS and (kept := rows.first_day(seconds)) is not None:
-        days.append(date.fromisoformat(kept))
+        days.append(kept)
     return min(days, default=None)
 
 
@@ -280,7 +280,7 @@ def _counted_through(seconds: int) -> date | None:
     if seconds != KEPT_WINDOW_SECONDS:
         return None
     through, _version = rows.mark(seconds)
-    return date.fromisoformat(through) if through is not None else None
+    return through
 
 
 def _scan(since: datetime, until: datetime, *, window: timedelta, now: datetime, add) -> None:
@@ -310,19 +310,18 @@ def keep_settled_days(*, now: datetime, at_most: int = DAYS_PER_STEP) -> bool:
     settled = (now - window).astimezone(UTC).date() - timedelta(days=1)
 
     def step() -> bool:
-        through, version = rows.mark(seconds)
-        done = date.fromisoformat(through) if through is not None else None
+        done, version = rows.mark(seconds)
         if done is not None and done >= settled:
             return False
         following = rows.first_at(_midnight(done + timedelta(days=1)) if done is not None else None)
-        counted: dict[str, dict[str, int]] = {}
+        counted: dict[date, dict[str, int]] = {}
         if following is None or following.astimezone(UTC).date() > settled:
             reached = settled
         else:
             first = following.astimezone(UTC).date()
             reached = min(settled, first + timedelta(days=at_most - 1))
             counted = _count_days(first, reached, window=window, now=now)
-        if not rows.keep_days(seconds, counted, through=reached.isoformat(), version=version):
+        if not rows.keep_days(seconds, counted, through=reached, version=version):
             raise units.StaleRead("the scorecard's kept days were dropped while they were counted")
         return reached < settled
 
@@ -351,21 +350,21 @@ def forget_days_from(moment: datetime) -> None:
     day = (moment - DEFAULT_WINDOW).astimezone(UTC).date()
     # The days whose decisions were archived keep their counts for good: their entries are gone, and a count made
     # again would miss them (what is recorded on such a day now is not counted).
-    archived = archive.last_hour(archive.DECISIONS)
+    archived = archive.last_day(archive.DECISIONS)
     if archived is not None:
-        day = max(day, date.fromisoformat(archived[:10]) + timedelta(days=1))
-    rows.drop_days_from(day.isoformat(), (KEPT_WINDOW_SECONDS,))
+        day = max(day, archived + timedelta(days=1))
+    rows.drop_days_from(day, (KEPT_WINDOW_SECONDS,))
 
 
-def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[str, dict[str, int]]:
+def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[date, dict[str, int]]:
     """day -> key -> count, of the entries evaluated from `first` to `last` (inclusive); days without any are left
     out."""
-    counted: dict[str, dict[str, int]] = {}
+    counted: dict[date, dict[str, int]] = {}
     for _id, role, outcome, failed, evaluated, taken in rows.entries(
         _midnight(first), _midnight(last + timedelta(days=1))
     ):
         cls = classify(outcome, evaluated, taken, window=window, now=now)
-        counts = counted.setdefault(evaluated.date().isoformat(), {})
+        counts = counted.setdefault(evaluated.date(), {})
         for key in _keys(role, outcome, failed, cls):
             counts[key] = counts.get(key, 0) + 1
     return counted
