@@ -1,7 +1,8 @@
 """`make bench`: each benchmark measures the service and its physical limit in the same run, on the same
 server settings, and prints the figures with their ratio. Raw figures go to bench/out/<date>.json.
 
-    python bench/run.py [http|growth|replay|backtest|memory|accounts ...] [--seconds N] [--database URL]
+    python bench/run.py [http|growth|replay|import|backtest|memory|accounts|dispatch ...] [--seconds N]
+        [--database URL]
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -413,6 +414,130 @@ def replay(work: Path, lines: int) -> dict:
         "check": check_text,
         "check_ok": checked,
     }
+
+
+def import_history(work: Path, lines: int, db_override: str | None) -> dict:
+    """`svc import` against `svc replay` over the same generated history (examples/history/generate.py): the same
+    routing, and what import adds, the recording (a decision, its accepted id, its scorecard entry, its signals),
+    batched commits included. Each import starts from an empty database; each run's rows are counted."""
+    print(f"\n== Import: `svc import` of a generated year of history against `svc replay` of the same file ({lines:,})")
+    history = work / "import-history.jsonl"
+    written = _write_generated_history(history, lines)
+    one_by_one = work / "import-slice.jsonl"
+    with history.open() as source, one_by_one.open("w") as out:
+        for _, line in zip(range(IMPORT_SLICE), source, strict=False):
+            out.write(line)
+    svc = str(Path(sys.executable).with_name("svc"))
+    imports, replays, checks = [], [], []
+    for n in range(3):
+        data, url = _fresh(work / f"import-{n}", db_override)
+        env = ["env", *(f"{k}={v}" for k, v in harness.service_env(data, 8080, url).items())]
+        imports.append(_measure([*env, svc, "import", str(history)], keep_stdout=True))
+        checks.append(_import_check(url, written, imports[-1]["stdout"]))
+        replays.append(_measure([*env, svc, "replay", str(history)]))
+    again = _measure([*env, svc, "import", str(history)], keep_stdout=True)
+    duplicates_ok = again["stdout"].strip() == f"imported 0, duplicates {written}, rejected 0"
+    # Batched against one envelope per transaction, on the first IMPORT_SLICE lines, each into an empty database.
+    sliced = {}
+    for batch in (1, 250):
+        data, url = _fresh(work / f"import-batch-{batch}", db_override)
+        env = ["env", *(f"{k}={v}" for k, v in harness.service_env(data, 8080, url).items())]
+        sliced[batch] = _measure([*env, sys.executable, str(HERE / "import_batch.py"), str(one_by_one), str(batch)])
+    full = min(imports, key=lambda figures: figures["cpu_seconds"])
+    replay_run = min(replays, key=lambda figures: figures["cpu_seconds"])
+    rate, wall_rate = written / full["cpu_seconds"], written / full["seconds"]
+    replay_rate, replay_wall = written / replay_run["cpu_seconds"], written / replay_run["seconds"]
+    ratio, wall_ratio = rate / replay_rate, wall_rate / replay_wall
+    print(f"   {written:,} envelopes ({IMPORT_DAYS} days), on {'PostgreSQL' if db_override else 'SQLite'}")
+    print(
+        f"   svc replay                          {replay_run['seconds']:7.2f} s   {replay_wall:9.0f} lines/s"
+        f"   cpu {replay_run['cpu_seconds']:6.2f} s ({replay_rate:,.0f} lines/s by cpu)"
+    )
+    print(
+        f"   svc import                          {full['seconds']:7.2f} s   {wall_rate:9.0f} lines/s"
+        f"   cpu {full['cpu_seconds']:6.2f} s ({rate:,.0f} lines/s by cpu)"
+    )
+    # On PostgreSQL the server's CPU is not in the import's: its ratio by CPU is reported, and judged on SQLite only.
+    judged = "PostgreSQL's server not counted: no target" if db_override else verdict(ratio, IMPORT_TARGET)
+    print(
+        f"   import / replay: {ratio:.2f} by cpu ({judged}), {wall_ratio:.2f} by wall; "
+        f"the same file again (all duplicates): {written / again['seconds']:,.0f} lines/s"
+    )
+    runs = ", ".join(f"{i['cpu_seconds']:.2f}/{r['cpu_seconds']:.2f}" for i, r in zip(imports, replays, strict=True))
+    print(f"   cpu seconds of each run, import/replay: {runs} (the least of each is the figure)")
+    one, many = sliced[1], sliced[250]
+    print(
+        f"   batches, first {IMPORT_SLICE:,} lines: one envelope per transaction {IMPORT_SLICE / one['seconds']:,.0f}"
+        f" lines/s (cpu {one['cpu_seconds']:.2f} s), {IMPORT_SLICE // 250 + 1} transactions of 250 "
+        f"{IMPORT_SLICE / many['seconds']:,.0f} lines/s (cpu {many['cpu_seconds']:.2f} s): "
+        f"x{one['seconds'] / many['seconds']:.1f} by wall"
+    )
+    ok = all(passed for passed, _ in checks) and duplicates_ok
+    print(
+        f"   rows: {checks[0][1]} (each of the three runs); again: {again['stdout'].strip()}: "
+        f"{'ok' if ok else 'FAILED'}   load average {os.getloadavg()[0]:.2f}"
+    )
+    for figures in (*imports, *replays, again):
+        figures.pop("stdout", None)
+    return {
+        "envelopes": written,
+        "import": full,
+        "replay": replay_run,
+        "runs_cpu_seconds": [[i["cpu_seconds"], r["cpu_seconds"]] for i, r in zip(imports, replays, strict=True)],
+        "import_per_cpu_second": rate,
+        "replay_per_cpu_second": replay_rate,
+        "ratio": ratio,
+        "wall_ratio": wall_ratio,
+        "again_all_duplicates": again,
+        "batch_1": one,
+        "batch_250": many,
+        "check_ok": ok,
+    }
+
+
+# The import's history: a year, about 5 envelopes a ticket; its target against replay's rate (bench/RESULTS.md).
+IMPORT_DAYS = 365
+IMPORT_SLICE = 5_000
+IMPORT_TARGET = 0.15
+
+
+def _write_generated_history(path: Path, lines: int) -> int:
+    """About `lines` envelopes of examples/history/generate.py's made-up team over a year that ended yesterday;
+    returns how many were written."""
+    sys.path.insert(0, str(REPO / "examples" / "history"))
+    import generate
+
+    start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=IMPORT_DAYS + 3)
+    per_day = max(1, round(lines / IMPORT_DAYS / 5))
+    written = 0
+    with path.open("w") as out:
+        for document in generate.history(days=IMPORT_DAYS, per_day=per_day, start=start):
+            out.write(json.dumps(document, separators=(",", ":")) + "\n")
+            written += 1
+    return written
+
+
+def _fresh(data: Path, db_override: str | None) -> tuple[Path, str]:
+    """An empty data folder and database (PostgreSQL's tables dropped), migrated."""
+    data.mkdir()
+    url = database_url(data, db_override)
+    if db_override:
+        reset_postgres(db_override)
+    seed.open_db(url)
+    return data, url
+
+
+def _import_check(url: str, written: int, said: str) -> tuple[bool, str]:
+    """The command said it imported every line, and as many decisions are recorded, and accepted ids."""
+    from storage.models import AcceptedEvent, RouterDecision
+
+    seed.open_db(url)
+    with seed.storage_db.connection():
+        recorded = RouterDecision.select().count()
+        accepted = AcceptedEvent.select().count()
+    expected = f"imported {written}, duplicates 0, rejected 0"
+    ok = said.strip() == expected and recorded == accepted == written
+    return ok, f"said {said.strip()!r}; {recorded:,} decisions and {accepted:,} accepted ids recorded"
 
 
 # The growth benchmark's largest board (1,000,000 decisions at the default sizes), for the backtest benchmark.
@@ -832,12 +957,15 @@ def machine() -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "which", nargs="*", default=["http", "growth", "replay", "backtest", "memory", "accounts", "dispatch"]
+        "which",
+        nargs="*",
+        default=["http", "growth", "replay", "import", "backtest", "memory", "accounts", "dispatch"],
     )
     parser.add_argument("--dispatch-rounds", type=int, default=200, help="jobs the dispatch benchmark runs through")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per throughput figure")
     parser.add_argument("--sizes", default="1000,10000,100000", help="board sizes for the growth benchmark")
     parser.add_argument("--replay-lines", type=int, default=200_000)
+    parser.add_argument("--import-lines", type=int, default=50_000, help="about how many envelopes import reads")
     parser.add_argument("--database", help="a postgresql:// URL (its tables are dropped!) instead of SQLite")
     args = parser.parse_args()
     info = machine()
@@ -857,6 +985,8 @@ def main() -> int:
             results["growth"] = growth(work, [int(s) for s in args.sizes.split(",")], args.database)
         if "replay" in args.which:
             results["replay"] = replay(work, args.replay_lines)
+        if "import" in args.which:
+            results["import"] = import_history(work, args.import_lines, args.database)
         if "backtest" in args.which:
             results["backtest"] = backtest(work, results.get("replay"), args.database)
         if "memory" in args.which:

@@ -12,6 +12,9 @@ from storage import statements
 from storage.models import AcceptedEvent, RouterDecision, Ticket, stored_time
 from storage.paging import decode_cursor, page_of
 
+_DECISION = RouterDecision._meta.table_name
+_AT = RouterDecision.evaluated_at.db_value
+
 
 def record(**fields: Any) -> RouterDecision:
     """A new decision; one that held no job while dispatch was paused unless it says so (`held`)."""
@@ -33,6 +36,34 @@ def accept(same_event: str, decision: RouterDecision, *, at: datetime, alias: st
     statements.insert(AcceptedEvent, {"event_id": same_event, "decision": decision.id, "received_at": at})
     if alias is not None and alias != same_event:
         AcceptedEvent.insert(event_id=alias, decision=decision.id, received_at=at).on_conflict_ignore().execute()
+
+
+def first_of_kinds(
+    subject_id: str,
+    kinds: tuple[str, ...],
+    *,
+    since: datetime,
+    until: datetime,
+    other_than: int,
+    outcomes: tuple[str, ...],
+) -> datetime | None:
+    """When the first decision about `subject_id` of one of `kinds` with one of `outcomes`, other than decision
+    `other_than`, was evaluated in [since, until]; None when there is none (read through the subject's index; run
+    for every decision an import records, so composed once)."""
+
+    def sql(p: str) -> str:
+        return (
+            f'SELECT MIN("evaluated_at") FROM "{_DECISION}" WHERE "subject_id" = {p} '
+            f'AND "kind" IN ({", ".join([p] * len(kinds))}) AND "outcome" IN ({", ".join([p] * len(outcomes))}) '
+            f'AND "evaluated_at" >= {p} AND "evaluated_at" <= {p} AND "id" <> {p}'
+        )
+
+    value = statements.scalar(
+        ("first_of_kinds", len(kinds), len(outcomes)),
+        sql,
+        [subject_id, *kinds, *outcomes, _AT(since), _AT(until), other_than],
+    )
+    return RouterDecision.evaluated_at.python_value(value) if value is not None else None
 
 
 def page(

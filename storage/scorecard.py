@@ -27,27 +27,42 @@ def enter(
     at: datetime,
     rule: str | None,
     rule_version: str | None,
+    taken_up_at: datetime | None = None,
 ) -> None:
+    """`taken_up_at`: when the team took the work up after it, if that is known already (an entry recorded in the
+    past, `svc import`, may have later events recorded before it)."""
     statements.execute(
         ("scorecard_enter",),
         lambda p: (
             f'INSERT INTO "{_ENTRY}" ("decision_id", "subject_id", "role", "outcome", "failed_gates", '
-            f'"evaluated_at", "rule", "rule_version") VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})'
+            f'"evaluated_at", "rule", "rule_version", "taken_up_at") '
+            f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"
         ),
-        [decision_id, subject_id, role, outcome, failed_gates, _AT(at), rule, rule_version],
+        [
+            decision_id,
+            subject_id,
+            role,
+            outcome,
+            failed_gates,
+            _AT(at),
+            rule,
+            rule_version,
+            _AT(taken_up_at) if taken_up_at is not None else None,
+        ],
     )
 
 
 def take_up(subject_id: str, role: str, *, at: datetime, not_before: datetime) -> int:
-    """The team took up `role` work on `subject_id` at `at`: the entries still waiting for that, evaluated
-    since `not_before`, keep `at` as when it happened (only the first time counts)."""
+    """The team took up `role` work on `subject_id` at `at`: the entries evaluated since `not_before`, up to `at`,
+    keep `at` as when it happened unless they know an earlier time (only the first time counts; a signal recorded
+    in the past, `svc import`, may come after a later one)."""
     return statements.execute(
         ("scorecard_take_up",),
         lambda p: (
             f'UPDATE "{_ENTRY}" SET "taken_up_at" = {p} WHERE "subject_id" = {p} AND "role" = {p} '
-            f'AND "taken_up_at" IS NULL AND "evaluated_at" <= {p} AND "evaluated_at" >= {p}'
+            f'AND ("taken_up_at" IS NULL OR "taken_up_at" > {p}) AND "evaluated_at" <= {p} AND "evaluated_at" >= {p}'
         ),
-        [_AT(at), subject_id, role, _AT(at), _AT(not_before)],
+        [_AT(at), subject_id, role, _AT(at), _AT(at), _AT(not_before)],
     )
 
 

@@ -1,5 +1,5 @@
 """The `svc` command: serve, jobs, run, migrate, backup, the clients (notify, ops, worker), people's accounts (user),
-validate, replay, backtest, the router's policy (policy), the dispatch switch (dispatch), reconcile, archive."""
+validate, replay, import, backtest, the router's policy (policy), the dispatch switch (dispatch), reconcile, archive."""
 
 from __future__ import annotations
 
@@ -515,6 +515,14 @@ def replay(args: argparse.Namespace) -> int:
     )
 
 
+@command("import")
+def import_history(args: argparse.Namespace) -> int:
+    """Record a history of envelopes as if each had arrived at its occurred_at; never acts on any."""
+    from svc import import_command
+
+    return import_command.run(load_config(), args.file, out=sys.stdout, err=sys.stderr)
+
+
 @command("backtest")
 def backtest(args: argparse.Namespace) -> int:
     """Recorded decisions under a candidate policy, against the board as it was then; which flip and why."""
@@ -740,6 +748,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--retry-budget", type=int, metavar="N", help="fixer jobs per ticket since its last green pipeline"
     )
     again.add_argument("--with-envelope", action="store_true", help="print each decision with its envelope")
+    history = sub.add_parser(
+        "import",
+        help="record a history of envelopes (JSON lines) as if each had arrived at its occurred_at, for the "
+        "scorecard and the backtest; never acts (exit 1 when a line was rejected)",
+    )
+    history.add_argument("file", metavar="FILE.jsonl", help="envelopes, one per line ('-' for stdin)")
     archiving = sub.add_parser(
         "archive",
         help="move detail older than SVC_KEEP_DAYS (decisions, finished tickets' timelines, runs, sent messages, "

@@ -241,6 +241,50 @@ class LiveBoardView:
         return event_age(occurred_at, now)
 
 
+class UnmovedBoardView:
+    """The live board, each fact read once in one unit of work that cannot change it: record-only routing (`svc
+    import`) moves no ticket, queues no job and touches neither wallet nor initiative, so the board its batch reads
+    stays as first read. Make one per attempt of the unit of work (inside it), never keep one across units."""
+
+    __slots__ = ("_fixers", "_initiatives", "_running", "_tickets", "_wallet", "inner")
+
+    def __init__(self, inner: BoardView):
+        self.inner = inner
+        self._tickets: dict[str, TicketState | None] = {}
+        self._initiatives: dict[str, str | None] = {}
+        self._fixers: dict[tuple[str, str | None], int] = {}
+        self._wallet: bool | None = None
+        self._running: int | None = None
+
+    def ticket(self, key: str) -> TicketState | None:
+        if key not in self._tickets:
+            self._tickets[key] = self.inner.ticket(key)
+        return self._tickets[key]
+
+    def initiative_stage(self, initiative_id: str) -> str | None:
+        if initiative_id not in self._initiatives:
+            self._initiatives[initiative_id] = self.inner.initiative_stage(initiative_id)
+        return self._initiatives[initiative_id]
+
+    def wallet_locked(self) -> bool:
+        if self._wallet is None:
+            self._wallet = self.inner.wallet_locked()
+        return self._wallet
+
+    def jobs_running(self) -> int:
+        if self._running is None:
+            self._running = self.inner.jobs_running()
+        return self._running
+
+    def fixer_dispatches(self, key: str, head_sha: str | None) -> int:
+        if (key, head_sha) not in self._fixers:
+            self._fixers[(key, head_sha)] = self.inner.fixer_dispatches(key, head_sha)
+        return self._fixers[(key, head_sha)]
+
+    def age_seconds(self, occurred_at: str, now: datetime) -> float:
+        return self.inner.age_seconds(occurred_at, now)
+
+
 @dataclass
 class SnapshotBoardView:
     """A board held in memory: what `svc replay` evaluates against, and what it updates as it goes.

@@ -40,9 +40,9 @@ from domain.board import SlotClaimed
 from domain.clock import iso
 from domain.errors import InvalidQuery
 from domain.policy.rules import Rule
-from domain.router.evaluation import BLOCKED, STUCK, WOULD_DISPATCH
+from domain.router.evaluation import BLOCKED, OUTCOMES, OWN, REJECTED, STUCK, WOULD_DISPATCH
 from domain.router.gates import GATE_NAMES
-from storage import archive
+from storage import archive, decisions
 from storage import scorecard as rows
 
 DEFAULT_WINDOW = timedelta(days=1)
@@ -61,6 +61,13 @@ TAKES_UP: dict[str, tuple[str, ...]] = {
     "synchronized": ("coder", "fixer"),
     "pipeline_started": ("fixer",),
 }
+# The same, by role: the kinds of event that take up its work.
+TAKEN_UP_BY: dict[str, tuple[str, ...]] = {
+    role: tuple(kind for kind, roles in TAKES_UP.items() if role in roles) for role in ROLES
+}
+# The outcomes of the accepted events that may take work up: every one but the service's own (and rejected ones,
+# which are not accepted).
+EVIDENCE_OUTCOMES = tuple(o for o in OUTCOMES if o not in (OWN, REJECTED))
 CONFIRMED, NOT_TAKEN_UP, HELD, OVERRIDDEN, PENDING = "confirmed", "not_taken_up", "held", "overridden", "pending"
 RULE_CLASSES = (CONFIRMED, NOT_TAKEN_UP, HELD, OVERRIDDEN, PENDING)
 GATE_CLASSES = (HELD, OVERRIDDEN, PENDING)
@@ -79,12 +86,25 @@ def record_decision(
     gates: list[dict[str, Any]],
     at: datetime,
     rule: Rule | None = None,
+    past: bool = False,
 ) -> None:
     """Keep an entry for a decision the scorecard judges (a matched rule about a ticket, dispatched or blocked),
-    with the rule and its version: a rule's evidence is counted under one version of it."""
+    with the rule and its version: a rule's evidence is counted under one version of it. `past`: the decision is
+    recorded at a past time (`svc import`), so the events after it that are recorded already may have taken its
+    work up (the first of them within the longest window is when)."""
     if role not in ROLES or outcome not in JUDGED_OUTCOMES or not subject_id:
         return
     failed = ",".join(g["gate"] for g in gates if not g["passed"])
+    taken = None
+    if past:
+        taken = decisions.first_of_kinds(
+            subject_id,
+            TAKEN_UP_BY[role],
+            since=at,
+            until=at + LONGEST_WINDOW,
+            other_than=decision_id,
+            outcomes=EVIDENCE_OUTCOMES,
+        )
     rows.enter(
         decision_id=decision_id,
         subject_id=subject_id,
@@ -94,6 +114,7 @@ def record_decision(
         at=at,
         rule=rule.name if rule is not None else None,
         rule_version=rule.version if rule is not None else None,
+        taken_up_at=taken,
     )
 
 

@@ -12,9 +12,12 @@ The service's own events (`evaluation.is_own`: its board events by a system or a
 forge account sent) are recorded with outcome `own`: no evidence on the scorecard, never dispatched, still moving
 their ticket.
 
-`record_only` is the one switch for history that must be recorded and never acted on (`svc import`): its decisions
-are recorded and judged on the scorecard as any other's, but nothing is dispatched, no ticket moves, nothing is
-written to a forge.
+`record_only` is the one switch for history that must be recorded and never acted on (`svc import`): each envelope
+is routed as if it had arrived at its `occurred_at` (no later than now). Its decision is evaluated then (the gates
+read the board as it is now; `fresh` judges the event at its own time), recorded and judged on the scorecard as any
+other's: it takes up earlier decisions as a live event would, and is taken up by the later events already recorded.
+The scorecard's kept days from the earliest such moment are dropped, to be counted again. Nothing is dispatched,
+no ticket moves, nothing is written to a forge.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 from contracts.envelope import ID_MAX_LENGTH, KINDS, SOURCES, SUBJECT_ID_MAX_LENGTH, envelope_violations
 from domain import units
 from domain.board import Board
-from domain.clock import Clock
+from domain.clock import Clock, parse_timestamp
 from domain.config import Config
 from domain.dispatch.forge import OwnForgeUsers
 from domain.dispatch.jobs import Dispatch
@@ -38,7 +41,7 @@ from domain.policy.in_force import PolicyInForce
 from domain.policy.rules import LIVE, SHADOW
 from domain.router import deliveries, scorecard
 from domain.router.backtest import Report, backtest
-from domain.router.board_view import LiveBoardView, RecordingBoardView, TicketState
+from domain.router.board_view import BoardView, LiveBoardView, RecordingBoardView, TicketState, UnmovedBoardView
 from domain.router.evaluation import OUTCOMES as OUTCOMES  # declared there; the router's readers take it here
 from domain.router.evaluation import OWN, REJECTED, WOULD_DISPATCH, evaluate, is_own
 from domain.router.senders.payloads import Unmappable
@@ -105,9 +108,9 @@ class ShadowRouter:
     # -- intake ------------------------------------------------------------------------------------------
 
     def receive(self, document: Any, *, record_only: bool = False) -> Receipt:
-        """Route one envelope in its own transaction (`record_only`: record and judge it, act on nothing)."""
-        self._learn_own(document)
-        return units.run(lambda: self._route(document, record_only=record_only), what="routing the event")
+        """Route one envelope in its own transaction (`record_only`: at its `occurred_at`, record and judge it, act
+        on nothing)."""
+        return self.receive_batch([document], record_only=record_only)[0]
 
     def receive_batch(self, documents: list[Any], *, record_only: bool = False) -> list[Receipt]:
         """Route a batch in order, in one transaction: all of it is recorded, or (on a crash) none of it.
@@ -117,7 +120,21 @@ class ShadowRouter:
         """
         for document in documents:
             self._learn_own(document)
-        return units.run(lambda: [self._route(d, record_only=record_only) for d in documents], what="routing the batch")
+
+        def work() -> list[Receipt]:
+            if not record_only:
+                return [self._route(d) for d in documents]
+            # Nothing a record-only batch does changes the board or the policy: both are read once for the batch
+            # (as it is now), in this attempt of the unit of work.
+            board, policy = UnmovedBoardView(self.view), self.policy()
+            receipts = [self._route(d, record_only=True, board=board, policy=policy) for d in documents]
+            # Recorded in the past: the scorecard's kept days from there on are counted again.
+            accepted = [r.decision.evaluated_at for r in receipts if r.intake is Intake.ACCEPTED]
+            if accepted:
+                scorecard.forget_days_from(min(accepted))
+            return receipts
+
+        return units.run(work, what="routing the event" if len(documents) == 1 else "routing the batch")
 
     def _learn_own(self, document: Any) -> None:
         """Before the unit of work (an outbound call never sits in a transaction): who the service is on the forge a
@@ -156,9 +173,19 @@ class ShadowRouter:
 
     # -- the one path every envelope takes ---------------------------------------------------------------
 
-    def _route(self, document: Any, *, same_event: str | None = None, record_only: bool = False) -> Receipt:
+    def _route(
+        self,
+        document: Any,
+        *,
+        same_event: str | None = None,
+        record_only: bool = False,
+        board: BoardView | None = None,
+        policy: Policy | None = None,
+    ) -> Receipt:
         """`same_event` is what makes a redelivery the same event (a webhook's, see `deliveries.identify`);
-        for an envelope it is its id. `record_only`: nothing is dispatched and no ticket moves."""
+        for an envelope it is its id. `record_only`: evaluated at its `occurred_at` (never later than now); nothing
+        is dispatched and no ticket moves. `board` and `policy` are the batch's, when it read them once; else the
+        board as it is now and the policy in force are read for this event."""
         now = self.clock()
         found = envelope_violations(document)
         if found:
@@ -184,12 +211,16 @@ class ShadowRouter:
         if earlier is not None:
             # The event's own id, as first recorded: a replay under another delivery id answers with it.
             return Receipt(Intake.DUPLICATE, earlier.event_id, earlier)
+        if record_only:
+            # As if it had arrived when it occurred (an event cannot arrive before it occurs: one from the future
+            # is taken as arriving now).
+            now = min(now, parse_timestamp(document["occurred_at"]))
         own = is_own(document, self.own.ids())
         taken_up = () if own else scorecard.roles_taken_up_by(document)
         if taken_up:
             scorecard.record_signal(document["subject"]["id"], taken_up, at=now)
-        view = RecordingBoardView(self.view)
-        policy = self.policy()
+        view = RecordingBoardView(board if board is not None else self.view)
+        policy = policy if policy is not None else self.policy()
         result = evaluate(document, view, policy, now=now, own=own, max_age=self.config.dispatch_max_age_seconds)
         rule = result.rule
         row = decisions.record(
@@ -235,6 +266,7 @@ class ShadowRouter:
             gates=result.gates,
             at=now,
             rule=rule,
+            past=record_only,
         )
         # A twin routed at the same moment loses here (IntegrityError) and is retried into the branch above.
         decisions.accept(same_event, row, at=now, alias=event_id)

@@ -186,3 +186,33 @@ def test_a_recording_view_keeps_exactly_what_the_gates_read_in_the_shape_the_rec
         ).total_seconds(),
     }
     assert Facts.from_dict(recorded).as_dict() == recorded
+
+
+def test_an_unmoved_view_reads_each_fact_once_and_the_gates_judge_as_through_the_board():
+    """What a record-only batch (`svc import`) reads through: every decision the same as read straight from the
+    board, with each fact read from it once for the batch."""
+    from collections import Counter
+
+    from domain.router.board_view import UnmovedBoardView
+
+    inner = board(**{"PORT-12": "execute"})
+    inner.note_fixer_dispatch("PORT-12", NOW - timedelta(hours=1))
+    reads: Counter = Counter()
+
+    class Counting:
+        def __getattr__(self, name):
+            def read(*args):
+                reads[name] += 1
+                return getattr(inner, name)(*args)
+
+            return read
+
+    unmoved = UnmovedBoardView(Counting())
+    for name in ("pipeline_failed", "state_changed", "opened", "pipeline_failed"):
+        document = example(f"envelopes/valid/{name}.json")
+        straight, batched = RecordingBoardView(inner), RecordingBoardView(unmoved)
+        expected = evaluate(document, straight, POLICY, now=NOW, max_age=FOREVER)
+        assert evaluate(document, batched, POLICY, now=NOW, max_age=FOREVER) == expected
+        assert batched.facts_dict() == straight.facts_dict()
+    assert reads["ticket"] == reads["initiative_stage"] == reads["wallet_locked"] == reads["jobs_running"] == 1
+    assert reads["fixer_dispatches"] == 1 and reads["age_seconds"] == 4
