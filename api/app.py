@@ -31,14 +31,14 @@ from api.web import pages, policy_views, router_right
 from domain.board import Board, StageListener
 from domain.clock import Clock, system_clock
 from domain.config import Config
-from domain.dispatch.forge import ForgeWrites, forge_adapters
+from domain.dispatch.forge import ForgeWrites
 from domain.dispatch.jobs import Dispatch
 from domain.health import heartbeat_age
 from domain.ops.agents import OpsAgents
 from domain.outage import DatabaseOutage
-from domain.router import policy_versions, scorecard
-from domain.router.board_events import queue_for_router
+from domain.router import policy_versions
 from domain.router.shadow import ShadowRouter
+from domain.services import build_services
 from domain.writing import WritingAgent
 from machines import writing_ticket
 from storage import db as storage_db
@@ -111,24 +111,19 @@ def create_app(
         policy_versions.seed(config, clock)
     writing_ticket.transitions()  # derived from the machine now, not on the first notify
 
-    # The router hears every stage change (queued through the outbox, so a change stays one insert dearer), and
-    # its scorecard every slot claim; live dispatch hears a ticket finished or blocked (its jobs are cancelled).
-    board = Board(
-        config,
-        clock,
-        stage_listeners=(queue_for_router, *stage_listeners),
-        claim_listeners=(scorecard.slot_claimed,),
+    # One board with its listeners, and the services on it, as the jobs process builds them (`build_services`).
+    domain = build_services(config, clock, stage_listeners=stage_listeners, outage=outage)
+    services = Services(
+        config=config,
+        clock=clock,
+        board=domain.board,
+        router=domain.router,
+        writing=domain.writing,
+        ops=domain.ops,
+        dispatch=domain.dispatch,
+        forge_writes=domain.forge_writes,
+        outage=domain.outage,
     )
-    # The forges, one adapter each, built once: who the service is on each (its own forge events).
-    router = ShadowRouter(config, clock, board=board, forges=forge_adapters(config))
-    board.stage_listeners.insert(1, router.dispatch.ticket_moved)
-    services = Services(config=config, clock=clock, board=board, router=router)
-    if outage is not None:  # a test's, to look at or to feed
-        services.outage = outage
-    services.writing = WritingAgent(config, clock, services.board)
-    services.dispatch = router.dispatch
-    services.forge_writes = ForgeWrites(config, clock, services.board)
-    services.ops = OpsAgents(config, clock, board=services.board, outage=services.outage)
     services.metrics = Metrics(clock, heartbeat_age=heartbeat_age)
     authenticator = Authenticator(config, failures or FailedCredentials(), people)
     app = falcon.App(

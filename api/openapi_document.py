@@ -169,7 +169,7 @@ def _operation_doc(op: Operation, method: str, path: str) -> dict[str, Any]:
             "required": not op.request_optional,
             "content": {media: _request_media(media, schema) for media in op.request_media},
         }
-    for status, schema in sorted(standard_responses(op, method).items()):
+    for status, schema in sorted(standard_responses(op).items()):
         media = "application/problem+json" if schema == "problem.json" else op.content_type
         entry: dict[str, Any] = {"description": op.response_notes.get(status) or _status_name(status)}
         if schema is not None:
@@ -260,7 +260,7 @@ def _forbidden_description(op: Operation, method: str) -> str:
     return "Forbidden: " + "; or ".join(parts)
 
 
-def standard_responses(op: Operation, method: str) -> dict[int, str | None]:
+def standard_responses(op: Operation) -> dict[int, str | None]:
     """The operation's own responses plus the problem answers its declaration implies."""
     implied: dict[int, str | None] = {}
     if op.auth != PUBLIC:

@@ -100,7 +100,7 @@ class Backoff:
     rng: Callable[[], float] = random.random
     tries: int = 0
 
-    def next(self, asked: float | None = None) -> float:
+    def pause(self, asked: float | None = None) -> float:
         """The next pause; `asked` (a `Retry-After`) replaces it, still at most `cap`."""
         ceiling = min(self.cap, self.first * 2**self.tries)
         self.tries += 1
@@ -179,7 +179,7 @@ class Worker:
         return exc.code if isinstance(exc, WorkerError) else FAILED
 
     def _wait(self, idle: Backoff, why: str) -> None:
-        pause = idle.next()
+        pause = idle.pause()
         self.log(f"{why}; asking again in {pause:.1f} s")
         self.sleep(pause)
 
@@ -347,7 +347,7 @@ class Worker:
                 asked = _retry_after(response.headers.get("Retry-After"))
             if retried is not None:
                 retried.append(True)
-            pause = pauses.next(asked)
+            pause = pauses.pause(asked)
             if (tries is not None and attempt >= tries) or time.monotonic() - started + pause > limit:
                 raise Unreachable(f"{what}: {failure} from {_shown(self.base_url)}; giving up after {attempt} tries")
             self.log(f"{what}: {failure}; trying again in {pause:.1f} s")

@@ -84,7 +84,7 @@ class Passwords:
             )
         )
 
-    def hash(self, password: str) -> str:
+    def hash_of(self, password: str) -> str:
         """The encoded argon2id hash of `password`, its salt and parameters inside: slow, so never in a transaction."""
         return self.hasher.hash(password)
 
@@ -167,7 +167,7 @@ def add(
     check_role(role)
     its_bay = bay_of(name, role, bay)
     check_password(password)
-    password_hash = passwords.hash(password)  # slow: outside the transaction
+    password_hash = passwords.hash_of(password)  # slow: outside the transaction
 
     def work() -> Account:
         if accounts.exists(name):
@@ -187,7 +187,7 @@ def add(
 def change_password(name: str, password: str, *, passwords: Passwords, clock: Clock = system_clock) -> None:
     """A new password; every API process stops taking the old one within `api.auth.RECHECK_SECONDS`."""
     check_password(password)
-    password_hash = passwords.hash(password)
+    password_hash = passwords.hash_of(password)
 
     def work() -> None:
         if not accounts.set_password(name, password_hash, at=clock()):

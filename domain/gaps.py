@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from storage import reconciliation
+from storage.models import ReconciliationGap
+from storage.reconciliation import GapRow
 
 
 class GapState(StrEnum):
@@ -54,8 +55,8 @@ class Gap:
     detail: str
 
     @classmethod
-    def of(cls, row: Any) -> Gap:
-        """The record of a ledger row (`storage.models.ReconciliationGap`)."""
+    def of(cls, row: GapRow | ReconciliationGap) -> Gap:
+        """The record of a ledger row, as the ledger's reads return it or the archivist's batch holds it."""
         return cls(
             id=row.id,
             sender=row.sender,

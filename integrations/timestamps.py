@@ -1,10 +1,11 @@
-"""ISO 8601 times as the wire writes them (a sender's answer, a person's query parameter): the one reading of such a
-time in the service. `domain/clock.parse_timestamp` is built on it; the database's own text is read by
-`storage/models.py` (`stored_time`)."""
+"""Times as the wire writes them: ISO 8601 (a sender's answer, a person's query parameter) and HTTP-dates (a
+`Date` or `Retry-After` header), the one reading of each in the service. `domain/clock.parse_timestamp` is built on
+it; the database's own text is read by `storage/models.py` (`stored_time`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 
@@ -23,3 +24,12 @@ def parse_time(value: Any) -> datetime | None:
         return moment.astimezone(UTC) if moment.tzinfo is not None else None
     except (ValueError, OverflowError):
         return None
+
+
+def http_date(text: str | None) -> datetime | None:
+    """An HTTP-date (`Sun, 06 Nov 1994 08:49:37 GMT`) as aware UTC; None when there is none or it is not one."""
+    try:
+        when = parsedate_to_datetime(text or "")
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)  # an HTTP-date is GMT

@@ -35,12 +35,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
 import requests.auth
+
+from integrations.timestamps import http_date
 
 # (connect, read) seconds: every call is bounded, a hung target never holds a worker.
 DEFAULT_TIMEOUT = (5.0, 20.0)
@@ -139,12 +140,9 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     try:
         seconds = float(text)
     except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
+        when = http_date(text)
+        if when is None:
             return None
-        if when.tzinfo is None:  # an HTTP-date is GMT
-            when = when.replace(tzinfo=UTC)
         seconds = max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
     if not math.isfinite(seconds) or seconds < 0:
         return None
@@ -169,11 +167,7 @@ def until_epoch(value: str | None, *, now: datetime | None = None, unit: float =
 def answered_at(response: requests.Response) -> datetime | None:
     """The answer's own `Date`: a wait given as a moment counts from the target's clock, not ours, so a skew between
     the two clocks does not change the wait."""
-    try:
-        when = parsedate_to_datetime(response.headers.get("Date", ""))
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return http_date(response.headers.get("Date"))
 
 
 def failure(exc: requests.RequestException, target: str, timeout: tuple[float, float]) -> TransportError:

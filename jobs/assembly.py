@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND, Board
+from domain.board import SLOT_RELEASE_KIND, TRACKER_CLOSE_KIND
 from domain.chat import KIND as CHAT_KIND
 from domain.clock import Clock
 from domain.config import Config
-from domain.dispatch.forge import ForgeWrites, forge_adapters
-from domain.dispatch.jobs import FORGE_WRITE_KIND, REAP_BATCH, Dispatch
+from domain.dispatch.forge import forge_adapters
+from domain.dispatch.jobs import FORGE_WRITE_KIND, REAP_BATCH
 from domain.ops.agents import EXTERNAL_CRON_AGENTS, OpsAgents
 from domain.ops.archivist import ARCHIVIST_AGENT, Archivist
 from domain.ops.digest import DIGEST_AGENT
@@ -19,12 +17,11 @@ from domain.ops.reconciler import Reconciler
 from domain.ops.steward import RECLAIM_AGENT
 from domain.outage import DatabaseOutage
 from domain.router import scorecard
-from domain.router.board_events import ROUTE_KIND, queue_for_router
+from domain.router.board_events import ROUTE_KIND
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
 from domain.router.reconciliation import TrackerCatchUp
-from domain.router.shadow import ShadowRouter
-from integrations.forges import Forge
+from domain.services import DomainServices, build_services
 from integrations.github import GitHub
 from integrations.gitlab import GitLab
 from integrations.linear import LinearTracker
@@ -43,17 +40,15 @@ REAP_SECONDS = 2.0
 SCORECARD_SECONDS = 60.0
 
 
-def scheduled_jobs(
-    config: Config, clock: Clock, *, ops: OpsAgents | None = None, forges: Mapping[str, Forge] | None = None
-) -> dict[str, Job]:
+def scheduled_jobs(config: Config, clock: Clock, *, services: DomainServices | None = None) -> dict[str, Job]:
     """agent id -> the job the scheduler starts when that agent is due: the ops agents, the archivist, the poller
-    and the reconciler."""
-    forges = forge_adapters(config) if forges is None else forges
+    and the reconciler. `services`: the process's (built from the configuration when not given)."""
+    services = services or build_services(config, clock)
     return {
-        **ops_jobs(config, ops or OpsAgents(config, clock)),
+        **ops_jobs(config, services.ops),
         ARCHIVIST_AGENT: archivist(config, clock),
-        POLLER_AGENT_ID: Poller(router(config, clock, forges), config, clock),
-        RECONCILER_AGENT_ID: reconciler(config, clock, forges),
+        POLLER_AGENT_ID: Poller(services.router, config, clock),
+        RECONCILER_AGENT_ID: reconciler(config, clock, services=services),
     }
 
 
@@ -62,20 +57,16 @@ def archivist(config: Config, clock: Clock) -> Archivist:
     return Archivist(config, clock, keep_scorecard=scorecard.keep_through, scorecard_kept_until=scorecard.kept_until)
 
 
-def reconciler(config: Config, clock: Clock, forges: Mapping[str, Forge] | None = None) -> Reconciler:
+def reconciler(config: Config, clock: Clock, *, services: DomainServices | None = None) -> Reconciler:
     """The reconciler with the senders' clients the configuration names (none where it gives no token), routing
-    the tracker's missed state changes through a router of its own."""
-    forges = forge_adapters(config) if forges is None else forges
+    the tracker's missed state changes through the process's router (`services`; built from the configuration when
+    not given)."""
+    services = services or build_services(config, clock)
     github = GitHub(config.github_api_url, config.github_api_token) if config.github_api_token else None
     gitlab = GitLab(config.gitlab_api_url, config.gitlab_api_token) if config.gitlab_api_token else None
     tracker = LinearTracker(config.tracker_api_url, config.tracker_api_key) if config.tracker_api_key else None
-    catch_up = TrackerCatchUp(router(config, clock, forges).receive, clock)
+    catch_up = TrackerCatchUp(services.router.receive, clock)
     return Reconciler(config, clock, github=github, gitlab=gitlab, tracker=tracker, catch_up=catch_up)
-
-
-def router(config: Config, clock: Clock, forges: Mapping[str, Forge]) -> ShadowRouter:
-    """A router on a board wired as the API's (`board`)."""
-    return ShadowRouter(config, clock, board=board(config, clock), forges=dict(forges))
 
 
 def ops_jobs(config: Config, ops: OpsAgents) -> dict[str, Job]:
@@ -92,18 +83,17 @@ def ops_jobs(config: Config, ops: OpsAgents) -> dict[str, Job]:
 
 
 def outbox_handlers(
-    config: Config, clock: Clock, *, ops: OpsAgents | None = None, forges: Mapping[str, Forge] | None = None
+    config: Config, clock: Clock, *, services: DomainServices | None = None
 ) -> tuple[dict[str, Handler], dict[str, Recorder]]:
-    """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines. `forges`:
-    the forge adapters, built once for the process (from the configuration when not given)."""
-    ops = ops or OpsAgents(config, clock)
-    forges = forge_adapters(config) if forges is None else forges
-    release, close = SlotRelease(ops.steward, clock), TrackerClose(config, clock)
-    forge = ForgeWrite(ForgeWrites(config, clock, board(config, clock)), forges)
+    """outbox kind -> the handler that delivers it, and the recorders that note outcomes on timelines. `services`:
+    the process's, the forge adapters among them, built once (from the configuration when not given)."""
+    services = services or build_services(config, clock)
+    release, close = SlotRelease(services.ops.steward, clock), TrackerClose(config, clock)
+    forge = ForgeWrite(services.forge_writes, services.forges)
     handlers: dict[str, Handler] = {
         CHAT_KIND: ChatDelivery(config, clock),
         # The board's own events, queued by the stage listener, are routed here.
-        ROUTE_KIND: RouteQueuedEvent(router(config, clock, forges)),
+        ROUTE_KIND: RouteQueuedEvent(services.router),
         SLOT_RELEASE_KIND: release,
         TRACKER_CLOSE_KIND: close,
         # A job's accepted output with changes: its draft pull request and comment (`jobs/forge_writes.py`).
@@ -113,17 +103,9 @@ def outbox_handlers(
     return handlers, recorders
 
 
-def board(config: Config, clock: Clock) -> Board:
-    """The board as the API builds it: the router hears its stage changes, the scorecard its slot claims, and live
-    dispatch a ticket finished or blocked (its jobs are cancelled)."""
-    made = Board(config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,))
-    made.stage_listeners.append(Dispatch(config, clock, made).ticket_moved)
-    return made
-
-
-def lease_reaper(config: Config, clock: Clock) -> Worker:
+def lease_reaper(config: Config, clock: Clock, *, services: DomainServices | None = None) -> Worker:
     """The worker that puts back (or fails) the dispatch jobs whose lease ran out (`Dispatch.reap`)."""
-    dispatch = Dispatch(config, clock, board(config, clock))
+    dispatch = (services or build_services(config, clock)).dispatch
 
     def step() -> bool:
         with connection():
@@ -148,17 +130,16 @@ def build(config: Config, clock: Clock, *, schedule_clock: Clock | None = None) 
     against (a rehearsal, SVC_JOBS_CLOCK_OFFSET) and nothing else."""
     # One view of a database outage for the process: its workers feed it, the pulse's health checks read it.
     outage = DatabaseOutage()
-    ops = OpsAgents(config, clock, outage=outage)
-    # The forges, one adapter each, built once for the process.
-    forges = forge_adapters(config)
-    handlers, recorders = outbox_handlers(config, clock, ops=ops, forges=forges)
+    # The services on one board, as the API builds them; the forges, one adapter each, built once for the process.
+    services = build_services(config, clock, forges=forge_adapters(config), outage=outage)
+    handlers, recorders = outbox_handlers(config, clock, services=services)
     deliverer = OutboxDeliverer(handlers, clock, recorders=recorders)
-    jobs = scheduled_jobs(config, clock, ops=ops, forges=forges)
+    jobs = scheduled_jobs(config, clock, services=services)
     return JobsProcess(
         clock,
         jobs,
         schedule_clock=schedule_clock,
         deliverer=deliverer,
         outage=outage,
-        periodic=[lease_reaper(config, clock), scorecard_counter(clock)],
+        periodic=[lease_reaper(config, clock, services=services), scorecard_counter(clock)],
     )

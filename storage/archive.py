@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from peewee import EXCLUDED, Expression, Field, Model, fn
 
@@ -24,6 +24,7 @@ from storage.models import (
     ScorecardEntry,
     Ticket,
     TimelineEntry,
+    stored_day,
 )
 
 # How many ids one `IN (...)` carries: well below SQLite's and PostgreSQL's limits on bound values.
@@ -155,6 +156,7 @@ def archived(kind: str, first_hour: str | None = None, last_hour: str | None = N
     return int(query.scalar() or 0)
 
 
-def last_hour(kind: str) -> str | None:
-    """The latest hour (`YYYY-MM-DD HH`) from which rows of `kind` were archived, or None."""
-    return ArchivedCount.select(fn.MAX(ArchivedCount.hour)).where(ArchivedCount.kind == kind).scalar()
+def last_day(kind: str) -> date | None:
+    """The day of the latest hour from which rows of `kind` were archived, or None."""
+    hour = ArchivedCount.select(fn.MAX(ArchivedCount.hour)).where(ArchivedCount.kind == kind).scalar()
+    return stored_day(hour[:10]) if hour is not None else None  # `YYYY-MM-DD HH`

@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 
 from peewee import (
@@ -516,9 +516,10 @@ def _scorecard_weeks(migrator: SchemaMigrator) -> None:
         database.execute_sql('DELETE FROM "scorecard_day"')
         database.execute_sql('UPDATE "scorecard_mark" SET "through" = NULL, "version" = "version" + 1')
         return
-    first_kept = (date.fromisoformat(archived[:10]) + timedelta(days=1)).isoformat()
+    first = models.stored_day(archived[:10]) + timedelta(days=1)
+    first_kept = first.isoformat()
     database.execute_sql('DELETE FROM "scorecard_day" WHERE "day" >= %s'.replace("%s", database.param), [first_kept])
-    last = (date.fromisoformat(first_kept) - timedelta(days=1)).isoformat()
+    last = (first - timedelta(days=1)).isoformat()
     database.execute_sql(
         'UPDATE "scorecard_mark" SET "through" = CASE WHEN "through" > %s THEN %s ELSE "through" END, '
         '"version" = "version" + 1'.replace("%s", database.param),

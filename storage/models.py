@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import orjson
 from peewee import (
@@ -55,6 +55,16 @@ class UTCDateTimeField(DateTimeField):
         if isinstance(value, datetime) and value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
         return value
+
+
+class DayField(CharField):
+    """A UTC day: a `date` in Python, its YYYY-MM-DD text in the database (which sorts as the days do)."""
+
+    def db_value(self, value):
+        return value.isoformat() if isinstance(value, date) else super().db_value(value)
+
+    def python_value(self, value):
+        return stored_day(value) if isinstance(value, str) else value
 
 
 class JSONTextField(TextField):
@@ -369,7 +379,7 @@ class ScorecardDay(BaseModel):
     counted once by the jobs process, then read instead of the day's entries (`ScorecardMark` says how far)."""
 
     window_seconds = IntegerField()
-    day = CharField(max_length=10)  # YYYY-MM-DD, UTC
+    day = DayField(max_length=10)  # YYYY-MM-DD, UTC
     key = CharField(max_length=48)  # "rule:coder:confirmed", "gate:fleet:held", ...
     count = IntegerField()
 
@@ -383,7 +393,7 @@ class ScorecardWeek(BaseModel):
     far; it is read only for a week whose every day is counted."""
 
     window_seconds = IntegerField()
-    week = CharField(max_length=10)  # YYYY-MM-DD, a Monday, UTC
+    week = DayField(max_length=10)  # YYYY-MM-DD, a Monday, UTC
     key = CharField(max_length=48)
     count = IntegerField()
 
@@ -397,7 +407,7 @@ class ScorecardMark(BaseModel):
     an import dropped the days it covered is never kept (compare-and-swap)."""
 
     window_seconds = IntegerField(primary_key=True)
-    through = CharField(max_length=10, null=True)  # None: nothing counted yet
+    through = DayField(max_length=10, null=True)  # None: nothing counted yet
     version = IntegerField(default=1)
 
 
@@ -585,3 +595,9 @@ def stored_time(text: str) -> datetime:
     column's ISO text), read in C: naive when the text names no zone. The one reading of the database's times text;
     raises ValueError."""
     return datetime.fromisoformat(text)
+
+
+def stored_day(text: str) -> date:
+    """A day as the database keeps it (YYYY-MM-DD, `DayField`). The one reading of the database's days text; raises
+    ValueError."""
+    return date.fromisoformat(text)

@@ -6,13 +6,39 @@ these functions take the states they write."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from peewee import fn
+from peewee import ModelSelect, fn
 
+from storage import statements
 from storage.models import AcceptedDelivery, ReconciliationGap, RouterDecision, Setting, Ticket
 from storage.paging import decode_cursor, page_of
+
+
+@statements.record_of(ReconciliationGap)
+@dataclass(slots=True, eq=False)
+class GapRow:
+    """A ledger row as its readers get it (`domain/gaps.py`'s `Gap` is read from it): the model's fields in the
+    table's order (`record_of` checks so)."""
+
+    id: int
+    sender: str
+    hook: str
+    delivery: str | None
+    guid: str | None
+    event: str | None
+    found_at: datetime
+    updated_at: datetime
+    state: str
+    attempts: int
+    detail: str
+
+
+def _gap_rows(query: ModelSelect) -> list[GapRow]:
+    return [GapRow(**row) for row in query.dicts()]
+
 
 CHECKPOINTS = "reconciler.checkpoints"
 # How many ids one `IN (...)` carries: well below SQLite's and PostgreSQL's limits on bound values.
@@ -53,28 +79,26 @@ def forget_before(sender: str, before: datetime) -> int:
 # -- the ledger --------------------------------------------------------------------------------------------
 
 
-def gaps(sender: str, hook: str, guids: Iterable[str]) -> dict[str, ReconciliationGap]:
+def gaps(sender: str, hook: str, guids: Iterable[str]) -> dict[str, GapRow]:
     """The ledger rows of these guids of one hook, by guid."""
     wanted = list(dict.fromkeys(guids))
-    found: dict[str, ReconciliationGap] = {}
+    found: dict[str, GapRow] = {}
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
         query = ReconciliationGap.select().where(
             (ReconciliationGap.sender == sender) & (ReconciliationGap.hook == hook) & ReconciliationGap.guid.in_(chunk)
         )
-        found.update({row.guid: row for row in query})
+        found.update({row.guid: row for row in _gap_rows(query) if row.guid is not None})
     return found
 
 
-def gap(sender: str, hook: str, guid: str) -> ReconciliationGap | None:
+def gap(sender: str, hook: str, guid: str) -> GapRow | None:
     """The ledger row of `guid` of one hook, or None."""
-    return (
-        ReconciliationGap.select()
-        .where(
-            (ReconciliationGap.sender == sender) & (ReconciliationGap.hook == hook) & (ReconciliationGap.guid == guid)
-        )
-        .first()
+    query = ReconciliationGap.select().where(
+        (ReconciliationGap.sender == sender) & (ReconciliationGap.hook == hook) & (ReconciliationGap.guid == guid)
     )
+    found = _gap_rows(query.limit(1))
+    return found[0] if found else None
 
 
 def open_gap(
@@ -180,13 +204,13 @@ def hook_row(sender: str, hook: str, *, state: str, detail: str, at: datetime) -
     ).where(ReconciliationGap.id == row.id).execute()
 
 
-def page(*, limit: int, cursor: str | None = None) -> tuple[list[ReconciliationGap], str | None]:
+def page(*, limit: int, cursor: str | None = None) -> tuple[list[GapRow], str | None]:
     """The ledger newest first (by id); keyset-paged on the id."""
     query = ReconciliationGap.select()
     if cursor:
         (before,) = decode_cursor(cursor, int)
         query = query.where(ReconciliationGap.id < before)
-    rows = list(query.order_by(ReconciliationGap.id.desc()).limit(limit + 1))
+    rows = _gap_rows(query.order_by(ReconciliationGap.id.desc()).limit(limit + 1))
     return page_of(rows, limit, lambda g: [g.id])
 
 
@@ -200,9 +224,9 @@ def count_in_state_since(state: str, since: datetime) -> int:
     )
 
 
-def in_state_since(state: str, since: datetime, *, limit: int) -> list[ReconciliationGap]:
+def in_state_since(state: str, since: datetime, *, limit: int) -> list[GapRow]:
     """The newest gaps in `state` updated since `since`, newest first."""
-    return list(
+    return _gap_rows(
         ReconciliationGap.select()
         .where((ReconciliationGap.state == state) & (ReconciliationGap.updated_at >= since))
         .order_by(ReconciliationGap.updated_at.desc(), ReconciliationGap.id.desc())
@@ -224,16 +248,16 @@ def tracked_issue_ids() -> list[str]:
     return [row.tracker_issue_id for row in query]
 
 
-def last_tracker_stage(subject_id: str) -> str | None:
-    """The stage the newest recorded tracker state change about `subject_id` led to (a webhook's, or one the
-    reconciler caught up as `poller`), or None when none was recorded."""
+def last_stage_recorded(subject_id: str, *, kind: str, sources: tuple[str, ...], not_outcome: str) -> str | None:
+    """The stage (`transition.to`) of the newest decision about `subject_id` of `kind` from one of `sources` whose
+    outcome is not `not_outcome`, or None when there is none (which decisions count is the caller's rule)."""
     row = (
         RouterDecision.select(RouterDecision.envelope)
         .where(
             (RouterDecision.subject_id == subject_id)
-            & (RouterDecision.kind == "state_changed")
-            & RouterDecision.source.in_(("tracker", "poller"))
-            & (RouterDecision.outcome != "rejected")
+            & (RouterDecision.kind == kind)
+            & RouterDecision.source.in_(sources)
+            & (RouterDecision.outcome != not_outcome)
         )
         .order_by(RouterDecision.id.desc())
         .first()

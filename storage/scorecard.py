@@ -12,11 +12,12 @@ from peewee import EXCLUDED, Case, fn
 
 from storage import statements
 from storage.db import is_postgres
-from storage.models import ScorecardDay, ScorecardEntry, ScorecardMark, ScorecardWeek
+from storage.models import ScorecardDay, ScorecardEntry, ScorecardMark, ScorecardWeek, stored_day
 
 _ENTRY = ScorecardEntry._meta.table_name
 _DAY = ScorecardDay._meta.table_name
 _WEEK = ScorecardWeek._meta.table_name
+_DAY_TEXT = ScorecardDay.day.db_value
 _AT = ScorecardEntry.evaluated_at.db_value
 
 
@@ -123,9 +124,9 @@ def tally(
     window_seconds: int,
     closed_at_or_before: datetime,
     rule_version: str | None = None,
-) -> list[tuple[str, str, str, str, str | None, bool, bool, int]]:
+) -> list[tuple[date, str, str, str, str | None, bool, bool, int]]:
     """The entries evaluated in [since, until) (under `rule_version`, when given), counted by the database in groups:
-    (day YYYY-MM-DD, role, outcome, failed_gates, rule_version, taken up within the window, window closed, count).
+    (day, role, outcome, failed_gates, rule_version, taken up within the window, window closed, count).
     "Taken up within the window": taken up no later than `window_seconds` after it was evaluated; "window closed":
     evaluated at or before `closed_at_or_before` (now less the window). Exact to the microsecond on both backends:
     SQLite adds whole seconds to the text and keeps its fraction; the texts compare as the times do (its one format,
@@ -152,20 +153,22 @@ def tally(
     if by_version:
         params.append(rule_version)
     return [
-        (day, role, outcome, failed, version, bool(taken), bool(closed), int(count))
+        (stored_day(day), role, outcome, failed, version, bool(taken), bool(closed), int(count))
         for day, role, outcome, failed, version, taken, closed, count in statements.all_rows(
             ("scorecard_tally", by_version), sql, params
         )
     ]
 
 
-def kept_days(window_seconds: int, first: str, last: str, *, prefixes: tuple[str, ...]) -> dict[str, dict[str, int]]:
-    """The kept counts of the days from `first` to `last` (inclusive, YYYY-MM-DD) for this window, of the keys that
-    start with one of `prefixes`: day -> key -> count."""
+def kept_days(window_seconds: int, first: date, last: date, *, prefixes: tuple[str, ...]) -> dict[date, dict[str, int]]:
+    """The kept counts of the days from `first` to `last` (inclusive) for this window, of the keys that start with
+    one of `prefixes`: day -> key -> count."""
     return _kept(_DAY, "day", window_seconds, first, last, prefixes)
 
 
-def kept_weeks(window_seconds: int, first: str, last: str, *, prefixes: tuple[str, ...]) -> dict[str, dict[str, int]]:
+def kept_weeks(
+    window_seconds: int, first: date, last: date, *, prefixes: tuple[str, ...]
+) -> dict[date, dict[str, int]]:
     """The kept sums of the weeks whose Mondays are from `first` to `last` (inclusive), of the keys that start with
     one of `prefixes`: week -> key -> count. Ask only for weeks whose every day is counted (a week's row holds the
     days of it counted so far)."""
@@ -173,8 +176,8 @@ def kept_weeks(window_seconds: int, first: str, last: str, *, prefixes: tuple[st
 
 
 def _kept(
-    table: str, column: str, window_seconds: int, first: str, last: str, prefixes: tuple[str, ...]
-) -> dict[str, dict[str, int]]:
+    table: str, column: str, window_seconds: int, first: date, last: date, prefixes: tuple[str, ...]
+) -> dict[date, dict[str, int]]:
     def sql(p: str) -> str:
         keys = " OR ".join(f'"key" LIKE {p}' for _ in prefixes)
         return (
@@ -182,10 +185,10 @@ def _kept(
             f'AND "{column}" <= {p} AND ({keys})'
         )
 
-    params: list[Any] = [window_seconds, first, last, *(_like_prefix(prefix) for prefix in prefixes)]
-    found: dict[str, dict[str, int]] = {}
+    params: list[Any] = [window_seconds, _DAY_TEXT(first), _DAY_TEXT(last), *(_like_prefix(p) for p in prefixes)]
+    found: dict[date, dict[str, int]] = {}
     for when, key, count in statements.all_rows(("scorecard_kept", table, len(prefixes)), sql, params):
-        found.setdefault(when, {})[key] = count
+        found.setdefault(stored_day(when), {})[key] = count
     return found
 
 
@@ -196,15 +199,15 @@ def _like_prefix(prefix: str) -> str:
     return prefix + "%"
 
 
-def first_day(window_seconds: int) -> str | None:
-    """The first counted day (YYYY-MM-DD) kept for this window, or None: where the counts reach back to once the
-    entries of the oldest days were archived."""
+def first_day(window_seconds: int) -> date | None:
+    """The first counted day kept for this window, or None: where the counts reach back to once the entries of the
+    oldest days were archived."""
     return ScorecardDay.select(fn.MIN(ScorecardDay.day)).where(ScorecardDay.window_seconds == window_seconds).scalar()
 
 
-def mark(window_seconds: int) -> tuple[str | None, int]:
-    """How far this window's settled days are counted (YYYY-MM-DD, or None: not yet), and the mark's version (0:
-    no mark yet)."""
+def mark(window_seconds: int) -> tuple[date | None, int]:
+    """How far this window's settled days are counted (the last day counted, or None: not yet), and the mark's
+    version (0: no mark yet)."""
     row = (
         ScorecardMark.select(ScorecardMark.through, ScorecardMark.version)
         .where(ScorecardMark.window_seconds == window_seconds)
@@ -216,10 +219,10 @@ def mark(window_seconds: int) -> tuple[str | None, int]:
 
 def keep_days(
     window_seconds: int,
-    counted: dict[str, dict[str, int]],
+    counted: dict[date, dict[str, int]],
     *,
-    weeks: dict[str, dict[str, int]],
-    through: str,
+    weeks: dict[date, dict[str, int]],
+    through: date,
     version: int,
 ) -> bool:
     """Keep the counts of settled days (day -> key -> count; only days with entries), add their sums by week
@@ -263,16 +266,15 @@ def keep_days(
     return True
 
 
-def drop_days_from(day: str, window_seconds: tuple[int, ...]) -> None:
+def drop_days_from(day: date, window_seconds: tuple[int, ...]) -> None:
     """Entries were recorded or taken up at a past time, on `day` (YYYY-MM-DD) or later: the counts kept from that
     day on are dropped, the weeks' sums from the next Monday on (the week that `day` cuts loses only the dropped
     days' counts), and each window's mark moves back before it (and is bumped even where it was not that far, so
     that a count in progress, which read the entries before these, is never kept)."""
-    given = date.fromisoformat(day)
-    previous = (given - timedelta(days=1)).isoformat()
-    monday = given - timedelta(days=given.weekday())
-    if monday < given:
-        next_monday = (monday + timedelta(days=7)).isoformat()
+    previous = ScorecardMark.through.db_value(day - timedelta(days=1))  # a value of a CASE is not converted
+    monday = day - timedelta(days=day.weekday())
+    if monday < day:
+        next_monday = monday + timedelta(days=7)
         statements.execute(
             ("scorecard_week_cut",),
             lambda p: (
@@ -280,9 +282,9 @@ def drop_days_from(day: str, window_seconds: tuple[int, ...]) -> None:
                 f'WHERE "d"."window_seconds" = "{_WEEK}"."window_seconds" AND "d"."key" = "{_WEEK}"."key" '
                 f'AND "d"."day" >= {p} AND "d"."day" < {p}), 0) WHERE "week" = {p}'
             ),
-            [day, next_monday, monday.isoformat()],
+            [_DAY_TEXT(day), _DAY_TEXT(next_monday), _DAY_TEXT(monday)],
         )
-        ScorecardWeek.delete().where((ScorecardWeek.week == monday.isoformat()) & (ScorecardWeek.count <= 0)).execute()
+        ScorecardWeek.delete().where((ScorecardWeek.week == monday) & (ScorecardWeek.count <= 0)).execute()
         ScorecardWeek.delete().where(ScorecardWeek.week >= next_monday).execute()
     else:
         ScorecardWeek.delete().where(ScorecardWeek.week >= day).execute()

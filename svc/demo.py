@@ -39,23 +39,19 @@ from importlib import resources
 from typing import Any, TextIO
 
 from contracts import check as check_contract
-from domain.board import TRACKER_CLOSE_KIND, Board
+from domain.board import TRACKER_CLOSE_KIND
 from domain.config import Config
-from domain.ops.agents import OpsAgents
 from domain.ops.archivist import ARCHIVIST_AGENT
 from domain.ops.reconciler import AGENT_ID as RECONCILER_AGENT_ID
 from domain.ops.schedules import AGENTS
 from domain.policy.document import Policy
-from domain.router import scorecard
 from domain.router.backtest import Report, backtest
-from domain.router.board_events import queue_for_router
 from domain.router.deliveries import Delivery
 from domain.router.policy_versions import Thresholds
 from domain.router.policy_versions import adopt as adopt_policy
 from domain.router.poller import AGENT_ID as POLLER_AGENT_ID
 from domain.router.poller import Poller
-from domain.router.shadow import ShadowRouter
-from domain.writing import WritingAgent
+from domain.services import build_services
 from integrations import bays
 from integrations.bays import WipeResult
 from jobs import assembly
@@ -248,14 +244,16 @@ class Story:
         self.start = end - timedelta(days=DAYS)
         self.clock = StoryClock(self.start - timedelta(hours=1))
         clock = self.clock
-        self.board = Board(
-            config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,)
+        # The services as the API and `svc jobs` build them, on one board, with the demo's bays.
+        services = build_services(config, clock, wiper=DemoBays({"bay-2"}))
+        self.board, self.router, self.writing, self.ops = (
+            services.board,
+            services.router,
+            services.writing,
+            services.ops,
         )
-        self.router = ShadowRouter(config, clock)
-        self.writing = WritingAgent(config, clock, self.board)
-        self.ops = OpsAgents(config, clock, board=self.board, wiper=DemoBays({"bay-2"}))
         # What `svc jobs` runs, with the tracker close answered by SimulatedLinear and the poller run apart.
-        handlers, recorders = assembly.outbox_handlers(config, clock, ops=self.ops)
+        handlers, recorders = assembly.outbox_handlers(config, clock, services=services)
         handlers[TRACKER_CLOSE_KIND] = SimulatedLinear({_issue("PORT-9")})
         deliverer = OutboxDeliverer(handlers, clock, recorders=recorders, owner="demo")
         scheduled = {**assembly.ops_jobs(config, self.ops), ARCHIVIST_AGENT: assembly.archivist(config, clock)}
@@ -264,7 +262,7 @@ class Story:
         # The reconciler asks no sender anything here (nothing leaves the machine): its runs say so.
         quiet = dataclasses.replace(config, tracker_api_key=None, github_hooks=(), gitlab_hooks=())
         self.reconciler = JobsProcess(
-            clock, {RECONCILER_AGENT_ID: assembly.reconciler(quiet, clock)}, owner="demo-reconciler"
+            clock, {RECONCILER_AGENT_ID: assembly.reconciler(quiet, clock, services=services)}, owner="demo-reconciler"
         )
         self.steps: list[Step] = []
         self.sent: dict[str, int] = {}  # how often each example was sent so far

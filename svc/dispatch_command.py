@@ -11,7 +11,6 @@ import contracts
 from domain.clock import Clock, iso
 from domain.config import Config
 from domain.dispatch import switch
-from domain.dispatch.jobs import Dispatch
 
 # What `PUT router/dispatch` takes for a reason (`router-dispatch-put.json`).
 REASON_LENGTH = contracts.part("router-dispatch-put.json", "/properties/reason")["maxLength"]
@@ -49,9 +48,9 @@ def change(*, paused: bool, reason: str | None, config: Config, clock: Clock, ou
     if paused and reason is None:
         err.write("svc dispatch pause: --reason TEXT is required (it is shown on every page of the board)\n")
         return 2
-    from jobs.assembly import board
+    from domain.services import build_services
 
-    found = Dispatch(config, clock, board(config, clock)).set_switch(paused=paused, reason=reason, actor=actor())
+    found = build_services(config, clock).dispatch.set_switch(paused=paused, reason=reason, actor=actor())
     out.write(f"svc dispatch: {describe(found)}\n")
     return 0
 

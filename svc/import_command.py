@@ -14,7 +14,7 @@ from domain.clock import Clock, system_clock
 from domain.config import Config
 from domain.router.history import import_history
 from domain.router.scorecard import keep_settled_days
-from domain.router.shadow import ShadowRouter
+from domain.services import build_services
 from storage import db, migrations
 
 
@@ -28,7 +28,7 @@ def run(config: Config, file: str, *, out: TextIO, err: TextIO, clock: Clock = s
     try:
         db.bind(db.open_database(config.database_url, max_connections=2))
         migrations.migrate()
-        router = ShadowRouter(config, clock)
+        router = build_services(config, clock).router
         with db.connection():
             summary = import_history(handle, lambda batch: router.receive_batch(batch, record_only=True))
             # The settled days it recorded are counted now, as the jobs process would within the minute: the

@@ -45,7 +45,7 @@ def run(
 
 def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now, changes) -> int:
     if save_snapshot:
-        view, _ = _from_database(config, now)
+        view, _ = _from_database(config)
         Path(save_snapshot).write_text(dump_snapshot(view, taken_at=now) + "\n", encoding="utf-8")
         err.write(f"svc replay: wrote the board as it is now to {save_snapshot}\n")
         return 0
@@ -66,7 +66,7 @@ def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now, ch
         board = f"the snapshot {snapshot}"
         policy = Policy.from_config(config)
     else:
-        view, policy = _from_database(config, now)
+        view, policy = _from_database(config)
         board = "the board as it is now (read once; nothing is written)"
     policy = policy.changed(**changes)
     try:
@@ -83,12 +83,12 @@ def _run(config, file, snapshot, save_snapshot, with_envelope, out, err, now, ch
     return 0
 
 
-def _from_database(config: Config, now) -> tuple[SnapshotBoardView, Policy]:
+def _from_database(config: Config) -> tuple[SnapshotBoardView, Policy]:
     """The board as it is now, and the policy in force (the environment's first policy while none is stored)."""
     db.bind(db.open_database(config.database_url, max_connections=2))
     try:
         with db.connection():
-            return SnapshotBoardView.from_database(now=now), PolicyInForce(Policy.from_config(config))()
+            return SnapshotBoardView.from_database(), PolicyInForce(Policy.from_config(config))()
     except (OperationalError, ProgrammingError, InterfaceError) as exc:
         raise NoBoard(
             f"cannot read the board from the database ({type(exc).__name__}); start the service once "

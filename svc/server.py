@@ -80,10 +80,12 @@ BODY_TOO_SLOW = _refusal("408 Request Timeout", "the request's body arrived too 
 class GuardedChannel(HTTPChannel):
     """A connection that knows when its request began, and how much of its body has arrived."""
 
-    def __init__(self, server: GuardedServer, sock, addr, adj, map=None):
+    def __init__(self, server: GuardedServer, sock, addr, adj, **socket_map):
+        # waitress hands its socket map in as `map=`: passed on by the name it gives, without one of ours that
+        # hides the builtin.
         self.client = str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
         self.counted = False
-        super().__init__(server, sock, addr, adj, map)
+        super().__init__(server, sock, addr, adj, **socket_map)
         # The first request's headers are due from the accept: a connection that sends nothing is slow too.
         self.request_began: float | None = time.monotonic()
         self.headers_done_at: float | None = None
@@ -91,12 +93,12 @@ class GuardedChannel(HTTPChannel):
         if server.over_cap(self):
             self.refuse(TOO_MANY, "connections")
 
-    def add_channel(self, map=None) -> None:
-        super().add_channel(map)
+    def add_channel(self, socket_map=None) -> None:
+        super().add_channel(socket_map)
         self.server.count(self, +1)
 
-    def del_channel(self, map=None) -> None:
-        super().del_channel(map)
+    def del_channel(self, socket_map=None) -> None:
+        super().del_channel(socket_map)
         self.server.count(self, -1)
 
     def received(self, data: bytes) -> bool:

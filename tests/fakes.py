@@ -16,5 +16,5 @@ class FakeClock:
         self.now = self.now + timedelta(**delta)
         return self.now
 
-    def set(self, when: datetime) -> None:
+    def move_to(self, when: datetime) -> None:
         self.now = when

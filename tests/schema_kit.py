@@ -36,7 +36,7 @@ class ScratchDatabases:
         parts = urlsplit(self.backend)
         return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
 
-    def open(self, url: str) -> Database:
+    def connect(self, url: str) -> Database:
         """A database object of its own (not the models' proxy), closed at the end."""
         database = open_database(url, max_connections=4)
         self.opened.append(database)
@@ -96,7 +96,7 @@ def live_schema(database: Database) -> dict[str, dict[str, Any]]:
 
 def declared_schema(scratch: ScratchDatabases) -> dict[str, dict[str, Any]]:
     """What the models declare, made real on the test backend (peewee's own CREATE statements) and read back."""
-    database = scratch.open(scratch.url())
+    database = scratch.connect(scratch.url())
     with database.connection_context():
         for statement in migrations.declared_ddl(database):
             database.execute_sql(statement)

@@ -39,7 +39,7 @@ class Initiatives:
         resp.media = representations.initiative(row)
 
 
-_ID = Param("id", IDENTIFIER, location="path", required=True)
+_ID = Param("initiative_id", IDENTIFIER, location="path", required=True)
 
 
 class InitiativeItem:
@@ -64,12 +64,12 @@ class InitiativeItem:
     def __init__(self, board):
         self.board = board
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, id: str) -> None:
-        self._answer(resp, self.board.initiative(id))
+    def on_get(self, req: falcon.Request, resp: falcon.Response, initiative_id: str) -> None:
+        self._answer(resp, self.board.initiative(initiative_id))
 
-    def on_patch(self, req: falcon.Request, resp: falcon.Response, id: str) -> None:
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, initiative_id: str) -> None:
         row = self.board.update_initiative(
-            id, req.context.body, actor=req.context.identity.actor, if_match=conditional.if_match(req)
+            initiative_id, req.context.body, actor=req.context.identity.actor, if_match=conditional.if_match(req)
         )
         self._answer(resp, row)
 
@@ -82,5 +82,5 @@ class InitiativeItem:
 def routes(services) -> list[tuple[str, object]]:
     return [
         ("/api/v1/initiatives", Initiatives(services.board)),
-        ("/api/v1/initiatives/{id}", InitiativeItem(services.board)),
+        ("/api/v1/initiatives/{initiative_id}", InitiativeItem(services.board)),
     ]

@@ -342,10 +342,14 @@ class OwnForgeUsers:
         self.monotonic = monotonic
         self._ids: dict[str, str] = {}
         self._failed_at: dict[str, float] = {}
+        # The forges being asked now, each with what its askers wait on: the call (bounded by the client's timeouts,
+        # retries and their pauses included) is made outside the lock, by the first thread to need it.
+        self._asking: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
     def learn(self, forge: str) -> None:
-        """Ask `forge` who the service is there, unless it said so already (or would not, a moment ago)."""
+        """Ask `forge` who the service is there, unless it said so already (or would not, a moment ago); a thread that
+        finds another asking waits for that answer instead of asking too."""
         adapter = self.forges.get(forge)
         if adapter is None or forge in self._ids:
             return
@@ -353,13 +357,26 @@ class OwnForgeUsers:
             failed = self._failed_at.get(forge)
             if forge in self._ids or (failed is not None and self.monotonic() - failed < OWN_LOGIN_RETRY_SECONDS):
                 return
-            try:
-                login = adapter.own_login()
-            except TransportError as exc:
+            answered = self._asking.get(forge)
+            ours = answered is None
+            if answered is None:
+                answered = self._asking[forge] = threading.Event()
+        if not ours:
+            answered.wait()
+            return
+        try:
+            login = adapter.own_login()
+        except TransportError as exc:
+            with self._lock:
                 self._failed_at[forge] = self.monotonic()
-                log.warning("forge user", extra={"forge": forge, "detail": exc.detail})
-                return
-            self._ids[forge] = f"{forge}:{login}"
+            log.warning("forge user", extra={"forge": forge, "detail": exc.detail})
+        else:
+            with self._lock:
+                self._ids[forge] = f"{forge}:{login}"
+        finally:
+            with self._lock:
+                del self._asking[forge]
+            answered.set()
 
     def ids(self) -> frozenset[str]:
         """The actor ids of the service's own forge accounts known so far."""

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from domain import units
 from domain.errors import Conflict, Forbidden
 from storage import accounts
 from storage import jobs as rows
+from storage.jobs import Job
+from storage.models import Account
 
 # A refusal kept for the board is cut to this many characters; the bays panel lists at most this many workers.
 REFUSAL_LENGTH = 500
@@ -53,7 +54,7 @@ class WorkerView:
 
     account: str
     bay: str
-    job: Any  # the running job it holds, or None
+    job: Job | None  # the running job it holds
     last_heard_at: datetime | None
     refused_at: datetime | None
     refusal: str | None
@@ -96,7 +97,7 @@ def heard(name: str, *, now: datetime) -> None:
         accounts.heard(name, me.principal, at=now)
 
 
-def holds(job: Any, name: str) -> bool:
+def holds(job: Job, name: str) -> bool:
     """Whether the worker called `name` now is the principal that claimed `job` (a job claimed before principals
     were kept goes by the name alone)."""
     if job.worker != name:
@@ -107,14 +108,14 @@ def holds(job: Any, name: str) -> bool:
     return me is not None and me.principal == job.worker_principal
 
 
-def whose(job: Any, name: str) -> str:
+def whose(job: Job, name: str) -> str:
     """Words for a refusal: that `job` was claimed by an earlier account called `name` (else nothing)."""
     if job.worker == name and not holds(job, name):
         return f" (it was claimed by an earlier account called {name}, removed since: another principal)"
     return ""
 
 
-def check_predecessor(job: Any, name: str) -> None:
+def check_predecessor(job: Job, name: str) -> None:
     """`Predecessors` when `job` was claimed by an earlier account called `name`, not by the one asking."""
     if job.worker == name and not holds(job, name):
         raise Predecessors(
@@ -146,7 +147,7 @@ def everyone(limit: int = WORKERS_SHOWN) -> list[WorkerView]:
     return _views(found)
 
 
-def _views(found: list[Any]) -> list[WorkerView]:
+def _views(found: list[Account]) -> list[WorkerView]:
     running = {(job.worker, job.worker_principal): job for job in rows.running()}
     views = []
     for account in found:

@@ -33,7 +33,7 @@ a sender the configuration gives no token.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -44,9 +44,9 @@ from domain.config import Config
 from domain.gaps import Gap, GapState
 from domain.ops import runs
 from domain.units import StaleRead
-from integrations.github import GitHub, HookDelivery
-from integrations.gitlab import CLIENT_FAILURE, SERVER_FAILURE, GitLab, HookEvent
-from integrations.linear import LinearTracker, TrackerIssue
+from integrations.github import DeliveryLog, HookDelivery
+from integrations.gitlab import CLIENT_FAILURE, SERVER_FAILURE, EventLog, HookEvent
+from integrations.linear import TrackerIssue, UpdatedIssues
 from integrations.transport import TransportError
 from storage import reconciliation
 
@@ -63,8 +63,38 @@ OVERLAP = timedelta(minutes=10)
 TRACKER_CHECKPOINT = "linear"
 
 
+# What the reconciler asks of each sender: the clients the jobs process builds (`integrations/github.GitHub`,
+# `integrations/gitlab.GitLab`, `integrations/linear.LinearTracker`), or a test's.
+
+
+class GitHubHooks(Protocol):
+    def deliveries_since(self, hook: str, since: datetime, *, max_pages: int = ...) -> DeliveryLog: ...
+
+    def redeliver(self, hook: str, delivery_id: int) -> None: ...
+
+
+class GitLabHooks(Protocol):
+    def hook_events(
+        self,
+        hook: str,
+        *,
+        status: str,
+        after_id: int | None = None,
+        since: datetime | None = None,
+        max_pages: int = ...,
+    ) -> EventLog: ...
+
+    def resend(self, hook: str, event_id: int) -> None: ...
+
+
+class TrackerIssues(Protocol):
+    def issues_updated_since(
+        self, tracked: Iterable[str], since: datetime, *, max_pages: int = ...
+    ) -> UpdatedIssues: ...
+
+
 class CatchUp(Protocol):
-    def __call__(self, issues: list[TrackerIssue]) -> list[Any]: ...
+    def __call__(self, issues: list[TrackerIssue]) -> Sequence[object]: ...
 
 
 @dataclass
@@ -81,7 +111,7 @@ class ReconcileReport:
     failures: list[str] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)
     hooks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    run: Any = None
+    run: runs.AgentRun | None = None
 
     @property
     def ok(self) -> bool:
@@ -150,9 +180,9 @@ class Reconciler:
         config: Config,
         clock: Clock,
         *,
-        github: GitHub | None = None,
-        gitlab: GitLab | None = None,
-        tracker: LinearTracker | None = None,
+        github: GitHubHooks | None = None,
+        gitlab: GitLabHooks | None = None,
+        tracker: TrackerIssues | None = None,
         catch_up: CatchUp | None = None,
         max_pages: int | None = None,
     ):

@@ -352,11 +352,11 @@ class SnapshotBoardView:
             running=int(document.get("jobs_running", len(document.get("fleet_holders", [])))),
         )
         for key, times in document.get("fixer_dispatches", {}).items():
-            view.fixer_ledger[key] = deque(sorted(_parse(t) for t in times))
+            view.fixer_ledger[key] = deque(sorted(parse_timestamp(t) for t in times))
         return view
 
     @classmethod
-    def from_database(cls, *, now: datetime) -> SnapshotBoardView:
+    def from_database(cls) -> SnapshotBoardView:
         """The live board, read once (call inside a connection)."""
         view = cls(
             tickets={key: TicketState(key, stage, initiative) for key, stage, initiative in tickets.stages()},
@@ -367,10 +367,6 @@ class SnapshotBoardView:
         for key, times in jobs.fixer_times_since_green().items():
             view.fixer_ledger[key] = deque(times)
         return view
-
-
-def _parse(text: str) -> datetime:
-    return parse_timestamp(text)
 
 
 def dump_snapshot(view: SnapshotBoardView, *, taken_at: datetime) -> str:

@@ -14,6 +14,7 @@ from contracts.envelope import ID_MAX_LENGTH
 from domain import units
 from domain.clock import Clock, iso
 from domain.gaps import TRACKER_HOOK, Gap, GapState
+from domain.router.evaluation import REJECTED
 from domain.router.senders import linear
 from domain.router.senders.payloads import build, ticket_subject
 from domain.router.shadow import Intake, Receipt
@@ -108,7 +109,7 @@ class TrackerCatchUp:
 
         def read() -> tuple[Any, str | None]:
             ticket = ticket_rows.tracking(issue.id, issue.identifier)
-            return ticket, (reconciliation.last_tracker_stage(ticket.key) if ticket is not None else None)
+            return ticket, (_last_tracker_stage(ticket.key) if ticket is not None else None)
 
         ticket, last = units.run(read, what="the tracked ticket")
         if ticket is None:
@@ -129,3 +130,11 @@ class TrackerCatchUp:
             eligible_for_worker=to_execute,
             suggested_role="coder" if to_execute else None,
         )
+
+
+def _last_tracker_stage(key: str) -> str | None:
+    """The stage the newest recorded tracker state change about ticket `key` led to (a webhook's, or one the
+    reconciler caught up as `poller`; a rejected envelope changed nothing), or None when none was recorded."""
+    return reconciliation.last_stage_recorded(
+        key, kind="state_changed", sources=("tracker", "poller"), not_outcome=REJECTED
+    )

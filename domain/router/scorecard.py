@@ -293,15 +293,15 @@ def _kept(seconds: int, first: date, last: date, *, prefixes: tuple[str, ...]) -
     whole_to = _week(last + timedelta(days=1)) - timedelta(days=7)  # the Monday of the last week ending by `last`
     if whole_from > whole_to:
         days = [(first, last)]
-        weeks: dict[str, dict[str, int]] = {}
+        weeks: dict[date, dict[str, int]] = {}
     else:
         days = [(first, whole_from - timedelta(days=1)), (whole_to + timedelta(days=7), last)]
-        weeks = rows.kept_weeks(seconds, whole_from.isoformat(), whole_to.isoformat(), prefixes=prefixes)
-    found = [(date.fromisoformat(week), counts) for week, counts in weeks.items()]
+        weeks = rows.kept_weeks(seconds, whole_from, whole_to, prefixes=prefixes)
+    found = list(weeks.items())
     for since, until in days:
         if since <= until:
-            for day, counts in rows.kept_days(seconds, since.isoformat(), until.isoformat(), prefixes=prefixes).items():
-                found.append((_week(date.fromisoformat(day)), counts))
+            for day, counts in rows.kept_days(seconds, since, until, prefixes=prefixes).items():
+                found.append((_week(day), counts))
     return found
 
 
@@ -311,7 +311,7 @@ def _first_day(seconds: int) -> date | None:
     first = rows.first_at()
     days = [first.astimezone(UTC).date()] if first is not None else []
     if seconds == KEPT_WINDOW_SECONDS and (kept := rows.first_day(seconds)) is not None:
-        days.append(date.fromisoformat(kept))
+        days.append(kept)
     return min(days, default=None)
 
 
@@ -320,7 +320,7 @@ def _counted_through(seconds: int) -> date | None:
     if seconds != KEPT_WINDOW_SECONDS:
         return None
     through, _version = rows.mark(seconds)
-    return date.fromisoformat(through) if through is not None else None
+    return through
 
 
 def _scan(since: datetime, until: datetime, *, window: timedelta, now: datetime, add) -> None:
@@ -347,7 +347,7 @@ def _tally(
     )
     for day, role, outcome, failed, version, taken, closed, count in groups:
         cls = class_of(outcome, taken=taken, closed=closed)
-        found[(date.fromisoformat(day), role, outcome, failed, version, cls)] += count
+        found[(day, role, outcome, failed, version, cls)] += count
     return found
 
 
@@ -370,22 +370,21 @@ def keep_settled_days(*, now: datetime, at_most: int = DAYS_PER_STEP) -> bool:
     settled = (now - window).astimezone(UTC).date() - timedelta(days=1)
 
     def step() -> bool:
-        through, version = rows.mark(seconds)
-        done = date.fromisoformat(through) if through is not None else None
+        done, version = rows.mark(seconds)
         if done is not None and done >= settled:
             return False
         following = rows.first_at(_midnight(done + timedelta(days=1)) if done is not None else None)
-        counted: dict[str, dict[str, int]] = {}
+        counted: dict[date, dict[str, int]] = {}
         if following is None or following.astimezone(UTC).date() > settled:
             reached = settled
         else:
             first = following.astimezone(UTC).date()
             reached = min(settled, first + timedelta(days=at_most - 1))
             counted = _count_days(first, reached, window=window, now=now)
-        weeks: dict[str, Counter] = {}
+        weeks: dict[date, Counter] = {}
         for day, counts in counted.items():
-            weeks.setdefault(_week(date.fromisoformat(day)).isoformat(), Counter()).update(counts)
-        if not rows.keep_days(seconds, counted, weeks=weeks, through=reached.isoformat(), version=version):
+            weeks.setdefault(_week(day), Counter()).update(counts)
+        if not rows.keep_days(seconds, counted, weeks=weeks, through=reached, version=version):
             raise units.StaleRead("the scorecard's kept days were dropped while they were counted")
         return reached < settled
 
@@ -414,19 +413,19 @@ def forget_days_from(moment: datetime) -> None:
     day = (moment - DEFAULT_WINDOW).astimezone(UTC).date()
     # The days whose decisions were archived keep their counts for good: their entries are gone, and a count made
     # again would miss them (what is recorded on such a day now is not counted).
-    archived = archive.last_hour(archive.DECISIONS)
+    archived = archive.last_day(archive.DECISIONS)
     if archived is not None:
-        day = max(day, date.fromisoformat(archived[:10]) + timedelta(days=1))
-    rows.drop_days_from(day.isoformat(), (KEPT_WINDOW_SECONDS,))
+        day = max(day, archived + timedelta(days=1))
+    rows.drop_days_from(day, (KEPT_WINDOW_SECONDS,))
 
 
-def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[str, dict[str, int]]:
+def _count_days(first: date, last: date, *, window: timedelta, now: datetime) -> dict[date, dict[str, int]]:
     """day -> key -> count, of the entries evaluated from `first` to `last` (inclusive); days without any are left
     out."""
-    counted: dict[str, dict[str, int]] = {}
+    counted: dict[date, dict[str, int]] = {}
     tally = _tally(_midnight(first), _midnight(last + timedelta(days=1)), window=window, now=now)
     for (day, role, outcome, failed, version, cls), count in tally.items():
-        counts = counted.setdefault(day.isoformat(), {})
+        counts = counted.setdefault(day, {})
         keys = _keys(role, outcome, failed, cls)
         if version is not None:
             keys.append(_version_key(version, cls))

@@ -33,7 +33,7 @@ from domain import units
 from domain.board import Board
 from domain.clock import Clock, parse_timestamp
 from domain.config import Config
-from domain.dispatch.forge import OwnForgeUsers, forge_adapters
+from domain.dispatch.forge import OwnForgeUsers
 from domain.dispatch.jobs import Dispatch
 from domain.dispatch.pull_requests import PullRequestLoop
 from domain.policy.document import Policy
@@ -41,7 +41,6 @@ from domain.policy.in_force import PolicyInForce
 from domain.policy.rules import LIVE, SHADOW
 from domain.router import deliveries, scorecard
 from domain.router.backtest import Report, backtest
-from domain.router.board_events import queue_for_router
 from domain.router.board_view import BoardView, LiveBoardView, RecordingBoardView, TicketState, UnmovedBoardView
 from domain.router.evaluation import OUTCOMES as OUTCOMES  # declared there; the router's readers take it here
 from domain.router.evaluation import OWN, REJECTED, WOULD_DISPATCH, evaluate, is_own
@@ -90,27 +89,21 @@ class ShadowRouter:
         config: Config,
         clock: Clock,
         *,
-        board: Board | None = None,
-        forges: dict[str, Forge] | None = None,
+        board: Board,
+        forges: dict[str, Forge],
     ):
-        """`board` is the composition root's (its listeners wired); without one, a board whose stage changes the
-        router hears and whose slot claims the scorecard hears. `forges` are the forge adapters (built once by the
-        caller; from the configuration's tokens when not given): who the service is on each."""
+        """`board` is the one `domain/services.py`'s `build_services` wires (live dispatch, `self.dispatch`, among its
+        listeners); `forges` are the forge adapters, built once by the caller: who the service is on each."""
         self.config = config
         self.clock = clock
         # The database's policy in force, read per event; the environment's first policy until one is stored.
         self.policy = PolicyInForce(Policy.from_config(config))
         self.view = LiveBoardView()
         self.known_keys = KnownTicketKeys(config.ticket_prefixes)
-        self.board = board or Board(
-            config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,)
-        )
+        self.board = board
         self.dispatch = Dispatch(config, clock, self.board, policy=self.policy)
-        if board is None:
-            # A ticket finished or blocked cancels its jobs (the composition root wires this on its own board).
-            self.board.stage_listeners.append(self.dispatch.ticket_moved)
         self.loop = PullRequestLoop(config, clock, self.board, self.dispatch)
-        self.own = OwnForgeUsers(forge_adapters(config) if forges is None else forges)
+        self.own = OwnForgeUsers(forges)
 
     # -- intake ------------------------------------------------------------------------------------------
 

@@ -118,7 +118,12 @@ BODIES = {
     },
     "router-dispatch-put": lambda f: {"paused": True, "reason": "tried by a test"},
 }
-PATH_VALUES = {"key": lambda f: f.ticket, "id": lambda f: "port", "name": lambda f: f.slot, "job_id": lambda f: f.job()}
+PATH_VALUES = {
+    "key": lambda f: f.ticket,
+    "initiative_id": lambda f: "port",
+    "name": lambda f: f.slot,
+    "job_id": lambda f: f.job(),
+}
 
 
 def _people_operations(document: dict, *, changing: bool) -> list[tuple[str, str, dict]]:
@@ -187,7 +192,7 @@ def test_a_viewer_reads_every_operation_that_changes_nothing(people):
         if name == "job_id":
             return job_id
         (param,) = [p for p in op.get("parameters", []) if p["name"] == name and p["in"] == "path"]
-        return param["schema"].get("enum", [{"id": "port"}.get(name, "PORT-1")])[0]
+        return param["schema"].get("enum", [{"initiative_id": "port"}.get(name, "PORT-1")])[0]
 
     assert any(method == "POST" for method, _, _ in reading)  # a backtest changes nothing: a viewer may run it
     for method, template, op in reading:

@@ -34,9 +34,9 @@ def test_an_agent_that_missed_its_time_by_more_than_its_grace_is_late(api, clock
     ran = datetime(2026, 11, 20, 8, 0, 3, tzinfo=UTC)
     with connection(), transaction():
         runs.record("ops-daily-pulse", status="OK", ok=True, started_at=ran, finished_at=ran + timedelta(seconds=2))
-    clock.set(datetime(2026, 11, 21, 9, 0, tzinfo=UTC))
+    clock.move_to(datetime(2026, 11, 21, 9, 0, tzinfo=UTC))
     assert _pulse(api)["late"] is False  # an hour past 08:00, within the two-hour grace
-    clock.set(datetime(2026, 11, 21, 10, 30, tzinfo=UTC))
+    clock.move_to(datetime(2026, 11, 21, 10, 30, tzinfo=UTC))
     pulse = _pulse(api)
     assert pulse["late"] is True and pulse["last_status"] == "OK" and pulse["ok"] is True
 

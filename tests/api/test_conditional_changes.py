@@ -172,7 +172,7 @@ def test_the_document_describes_the_tags_and_the_412(api):
         ("/api/v1/tickets/{key}/move", "post"),
         ("/api/v1/tickets/{key}/mark_done", "post"),
         ("/api/v1/tickets/{key}/cancel", "post"),
-        ("/api/v1/initiatives/{id}", "patch"),
+        ("/api/v1/initiatives/{initiative_id}", "patch"),
         ("/api/v1/wallet", "put"),
         ("/api/v1/agents/writing/automation", "post"),
     ]:
@@ -182,7 +182,7 @@ def test_the_document_describes_the_tags_and_the_412(api):
         assert "ETag" in operation["responses"]["200"]["headers"], path
     for path in [
         "/api/v1/tickets/{key}",
-        "/api/v1/initiatives/{id}",
+        "/api/v1/initiatives/{initiative_id}",
         "/api/v1/wallet",
         "/api/v1/agents/writing/automation",
     ]:

@@ -495,9 +495,9 @@ def test_a_ticket_with_a_job_on_it_is_not_needs_you_and_says_which_job(loop):
 
 
 def test_a_record_only_event_is_recorded_and_acts_on_nothing(loop):
-    from domain.router.shadow import ShadowRouter
+    from domain.services import build_services
 
-    router = ShadowRouter(loop.config, loop.clock)
+    router = build_services(loop.config, loop.clock).router
     with connection():
         receipt = router.receive(envelope("state_changed", "PORT-7", actor=MONA, at=loop.clock()), record_only=True)
     assert (receipt.decision.outcome, receipt.decision.dispatched, receipt.decision.job_id) == (

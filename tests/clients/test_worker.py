@@ -112,8 +112,8 @@ def test_without_once_the_worker_waits_with_growing_jittered_pauses_until_a_job_
 def test_the_jitter_draws_each_pause_between_half_and_all_of_it():
     draws = iter([0.0, 0.5, 0.999])
     backoff = Backoff(first=2.0, cap=30.0, rng=lambda: next(draws))
-    assert [backoff.next(), backoff.next(), backoff.next()] == [1.0, 3.0, pytest.approx(7.996)]
-    assert backoff.next(asked=90) == 30.0  # a Retry-After is kept to the cap too
+    assert [backoff.pause(), backoff.pause(), backoff.pause()] == [1.0, 3.0, pytest.approx(7.996)]
+    assert backoff.pause(asked=90) == 30.0  # a Retry-After is kept to the cap too
 
 
 def test_heartbeats_go_every_third_of_the_lease_while_the_command_runs(tmp_path):

@@ -40,7 +40,7 @@ FLEET = 3
 WORKERS = 6
 
 
-def people(base: str) -> requests.Session:
+def people() -> requests.Session:
     session = requests.Session()
     session.auth = tuple(BASIC.split(":", 1))
     return session
@@ -61,7 +61,7 @@ def add_workers(*names: str) -> None:
 
 def live_board(base: str, keys: list[str], *, fleet_size: int, retry_budget: int = 2) -> list[int]:
     """Initiative, tickets and a live coder rule, then one coder event per ticket: the queued jobs' ids."""
-    session = people(base)
+    session = people()
     assert session.post(f"{base}/api/v1/initiatives", json={"id": "portfolio", "name": "P", "stage": "active"}).ok
     for key in keys:
         body = {"key": key, "initiative_id": "portfolio", "title": key, "stage": "queued"}
@@ -150,7 +150,7 @@ def test_claims_racing_through_two_servers_never_share_a_job_nor_exceed_the_flee
             thread.join(timeout=180)
         done.set()
         watcher.join()
-        jobs = {job["id"]: job for job in people(bases[1]).get(f"{bases[1]}/api/v1/dispatch/jobs").json()["jobs"]}
+        jobs = {job["id"]: job for job in people().get(f"{bases[1]}/api/v1/dispatch/jobs").json()["jobs"]}
     finally:
         done.set()
         for server, _ in servers:
@@ -176,11 +176,11 @@ def test_a_pause_and_a_cancel_made_through_one_server_hold_at_the_other(app, tmp
     (_, a), (_, b) = servers
     try:
         ids = live_board(a, ["PORT-1", "PORT-2"], fleet_size=2)
-        operator, worker = people(a), machine("bay-1")
+        operator, worker = people(), machine("bay-1")
         paused = operator.put(f"{a}/api/v1/router/dispatch", json={"paused": True, "reason": "the forge is down"})
         assert paused.status_code == 200 and paused.json()["paused"] is True
         assert worker.post(f"{b}/api/v1/dispatch/claim", json={"bay": "bay-1"}).status_code == 204
-        assert people(b).get(f"{b}/api/v1/router/dispatch").json()["reason"] == "the forge is down"
+        assert people().get(f"{b}/api/v1/router/dispatch").json()["reason"] == "the forge is down"
         assert operator.put(f"{a}/api/v1/router/dispatch", json={"paused": False, "reason": "back"}).ok
         claimed = worker.post(f"{b}/api/v1/dispatch/claim", json={"bay": "bay-1"})
         assert claimed.status_code == 200 and claimed.json()["job"]["id"] == ids[0]
@@ -229,7 +229,7 @@ def test_a_worker_killed_mid_job_loses_nothing_the_job_runs_again(app, tmp_path,
         assert worker.stdout.readline().split() == ["200", str(job_id)]
 
         def beyond_one_lease():  # the worker still heartbeats more than one lease (2 s) after its claim
-            job = people(base).get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()
+            job = people().get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()
             since = datetime.fromisoformat(job["heartbeat_at"]) - datetime.fromisoformat(job["claimed_at"])
             return job if since > timedelta(seconds=2.5) else None
 
@@ -240,16 +240,16 @@ def test_a_worker_killed_mid_job_loses_nothing_the_job_runs_again(app, tmp_path,
         # The lease runs out 2 s after the last heartbeat, and the reaper looks every 2 s (how soon, by the clock:
         # tests/jobs/test_lease_reaper.py); the wait here only bounds a hang.
         wait_until(
-            lambda: people(base).get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()["state"] == "queued",
+            lambda: people().get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()["state"] == "queued",
             timeout=30,
             interval=0.2,
             what="the jobs process to put the job back",
         )
-        job = people(base).get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()
+        job = people().get(f"{base}/api/v1/dispatch/jobs/{job_id}").json()
         assert (job["attempts"], job["bay"]) == (1, None)
         again = machine("bay-2").post(f"{base}/api/v1/dispatch/claim", json={"bay": "bay-2"})
         assert again.status_code == 200 and again.json()["job"]["id"] == job_id
-        ticket = people(base).get(f"{base}/api/v1/tickets/PORT-7").json()
+        ticket = people().get(f"{base}/api/v1/tickets/PORT-7").json()
         assert ticket["assigned_slot"] == "bay-2"
         assert [e["kind"] for e in ticket["timeline"][:3]] == ["job_claimed", "job_requeued", "job_claimed"]
     finally:
@@ -271,7 +271,7 @@ def test_the_forge_writes_survive_an_outage_of_the_forge_and_a_restart_of_the_jo
         first = ServiceProcess(["jobs"], jobs_env, tmp_path / "jobs-1.log").start()
         second = None
         try:
-            session = people(base)
+            session = people()
             session.post(f"{base}/api/v1/initiatives", json={"id": "portfolio", "name": "P", "stage": "active"})
             ticket = {"key": "PORT-7", "initiative_id": "portfolio", "title": "PORT-7", "stage": "ci"}
             assert session.post(f"{base}/api/v1/tickets", json=ticket).status_code == 201

@@ -101,7 +101,7 @@ def test_every_pulse_runs_the_slot_steward_for_done_and_cancelled_tickets_stage_
     with connection(), transaction():  # their own slot_release messages are not delivered: the pulse's turn
         for message in outbox.recent(kind="slot_release"):
             message.delete_instance()
-    clock.set(MONDAY + timedelta(hours=8, seconds=10))
+    clock.move_to(MONDAY + timedelta(hours=8, seconds=10))
     assert ops_ran(jobs) == ["ops-daily-pulse"]
     assert sorted(wiper.wiped) == ["bay-1", "bay-2"]
     held = {name: s["ticket"] for name, s in board.slots().items()}
@@ -110,13 +110,13 @@ def test_every_pulse_runs_the_slot_steward_for_done_and_cancelled_tickets_stage_
 
 
 def test_idle_reclaim_at_0400_utc_wipes_slots_idle_more_than_24_hours(board, jobs, wiper, clock):
-    clock.set(MONDAY - timedelta(hours=21))  # Sunday 03:00
+    clock.move_to(MONDAY - timedelta(hours=21))  # Sunday 03:00
     with connection(), transaction():
         slots.ensure("bay-old", at=clock())
-    clock.set(MONDAY + timedelta(hours=3, minutes=30))
+    clock.move_to(MONDAY + timedelta(hours=3, minutes=30))
     with connection(), transaction():
         slots.ensure("bay-new", at=clock())
-    clock.set(MONDAY + timedelta(hours=4, seconds=10))
+    clock.move_to(MONDAY + timedelta(hours=4, seconds=10))
     assert ops_ran(jobs) == ["idle-reclaim"]
     assert wiper.wiped == ["bay-old"]  # idle 25 h; bay-new only 30 min
 
@@ -125,16 +125,16 @@ def test_idle_reclaim_at_0400_utc_wipes_slots_idle_more_than_24_hours(board, job
 
 
 def test_daily_pulse_at_0800_utc_posts_only_when_it_finds_issues(board, jobs, clock):
-    clock.set(MONDAY + timedelta(hours=7, minutes=59))
+    clock.move_to(MONDAY + timedelta(hours=7, minutes=59))
     jobs.heartbeat()
     assert ops_ran(jobs) == []
-    clock.set(MONDAY + timedelta(hours=8, seconds=30))
+    clock.move_to(MONDAY + timedelta(hours=8, seconds=30))
     jobs.heartbeat()
     assert ops_ran(jobs) == ["ops-daily-pulse"]
     assert chat_posts("pulse") == []  # all clear
 
     board.ticket("PORT-1", stage="human_merge")
-    clock.set(MONDAY + timedelta(days=1, hours=8, seconds=30))
+    clock.move_to(MONDAY + timedelta(days=1, hours=8, seconds=30))
     jobs.heartbeat()
     assert ops_ran(jobs) == ["ops-daily-pulse"]
     (post,) = chat_posts("pulse")
@@ -143,7 +143,7 @@ def test_daily_pulse_at_0800_utc_posts_only_when_it_finds_issues(board, jobs, cl
 
 def test_daily_pulse_always_posts_with_ops_pulse_always(config_factory, wiper, app, clock):
     jobs = assembly.build(config_factory(bay_wipe_command=wiper.command, ops_pulse_always=True), clock)
-    clock.set(MONDAY + timedelta(hours=8, seconds=30))
+    clock.move_to(MONDAY + timedelta(hours=8, seconds=30))
     jobs.heartbeat()
     assert ops_ran(jobs) == ["ops-daily-pulse"]
     assert chat_posts("pulse")[0].startswith("**Daily pulse, Mon 23 Nov 2026: all clear**")
@@ -151,7 +151,7 @@ def test_daily_pulse_always_posts_with_ops_pulse_always(config_factory, wiper, a
 
 def test_weekly_digest_on_monday_at_0900_utc_posts_one_summary(board, jobs, clock):
     board.ticket("PORT-1", stage="blocked")
-    clock.set(MONDAY + timedelta(hours=9, seconds=30))
+    clock.move_to(MONDAY + timedelta(hours=9, seconds=30))
     assert ops_ran(jobs) == ["ops-weekly-digest"]
     assert ops_ran(jobs) == []
     (post,) = chat_posts("digest")

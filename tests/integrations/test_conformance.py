@@ -336,7 +336,7 @@ def test_every_github_request_the_service_sends_conforms_to_githubs_description(
 
 def test_every_gitlab_request_the_service_sends_conforms_to_gitlabs_api_code(gitlab_api):
     with FakeGitLab(lambda headers, body: 500) as fake:
-        fake.add_project("acme/web/portfolio", id=15)
+        fake.add_project("acme/web/portfolio", project_id=15)
         fake.send(LAB_HOOK, "merge_request_hooks", {"Idempotency-Key": "k1"}, b"{}")
         client = GitLab(fake.url, GITLAB_TOKEN, tries=1)
         events = client.hook_events(LAB_HOOK, status="server_failure")

@@ -3,6 +3,8 @@ local servers that answer as they document, and the service's own account on eac
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from domain.dispatch.forge import OwnForgeUsers
@@ -21,7 +23,7 @@ def github():
 @pytest.fixture
 def gitlab():
     with FakeGitLab() as fake:
-        fake.add_project("acme/web/portfolio", id=15)
+        fake.add_project("acme/web/portfolio", project_id=15)
         yield fake
 
 
@@ -82,3 +84,36 @@ def test_the_services_own_forge_user_is_asked_once_and_again_only_a_while_after_
     own.learn("gitlab")  # no token for GitLab: nothing to ask
     assert own.ids() == {"github:svc-bot"}
     assert [c["path"] for c in github.calls] == ["/user", "/user"]
+
+
+class SlowForge:
+    """A forge whose `GET /user` answers only when the test lets it (a forge retrying, or slow to answer)."""
+
+    def __init__(self, login: str):
+        self.login = login
+        self.go = threading.Event()
+        self.asked = 0
+
+    def own_login(self) -> str:
+        self.asked += 1
+        assert self.go.wait(timeout=30), "the test never let the forge answer"
+        return self.login
+
+
+def test_a_slow_forge_is_asked_once_and_holds_up_no_other_forge():
+    slow = SlowForge("svc-bot")
+    own = OwnForgeUsers({"github": slow, "gitlab": SlowForge("svc-gl")})
+    own.forges["gitlab"].go.set()
+    first = threading.Thread(target=own.learn, args=("github",))
+    second = threading.Thread(target=own.learn, args=("github",))
+    first.start()
+    while slow.asked == 0:  # the first asker is in its call
+        first.join(0.01)
+    second.start()
+    own.learn("gitlab")  # another forge is asked meanwhile: nothing waits for GitHub's answer
+    assert own.ids() == {"gitlab:svc-gl"} and second.is_alive()  # the second GitHub asker waits for the first's answer
+    slow.go.set()
+    first.join(30)
+    second.join(30)
+    assert own.ids() == {"github:svc-bot", "gitlab:svc-gl"}
+    assert slow.asked == 1

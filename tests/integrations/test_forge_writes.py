@@ -186,7 +186,7 @@ def test_the_fake_answers_400_when_the_contracts_headers_are_missing():
 
 def test_a_draft_merge_request_is_made_on_the_url_encoded_project_path_with_a_draft_title():
     with FakeGitLab() as fake:
-        fake.add_project(PROJECT, id=15, default_branch="main")
+        fake.add_project(PROJECT, project_id=15, default_branch="main")
         made = gitlab(fake).draft_merge_request(PROJECT, branch=BRANCH, title="PORT-12: fix", body="Why.")
     (mr,) = fake.merge_requests(PROJECT)
     assert made == MergeRequest(iid=1, web_url=f"https://gitlab.example/{PROJECT}/-/merge_requests/1", created=True)
@@ -216,7 +216,7 @@ def test_a_ready_merge_request_keeps_its_title_and_a_draft_title_is_not_prefixed
 
 def test_a_numeric_project_id_is_used_as_it_is():
     with FakeGitLab() as fake:
-        fake.add_project(PROJECT, id=15)
+        fake.add_project(PROJECT, project_id=15)
         made = gitlab(fake).draft_merge_request("15", branch=BRANCH, title="t", body="b")
     assert made.created is True and fake.calls[0]["path"] == "/api/v4/projects/15"
 
@@ -346,7 +346,7 @@ def test_the_github_fake_refuses_a_title_over_256_characters_as_github_does():
 @pytest.mark.parametrize("length", [248, 249, 300])
 def test_a_gitlab_draft_title_is_cut_to_255_characters_in_all(length):
     with FakeGitLab() as fake:
-        fake.add_project(PROJECT, id=15)
+        fake.add_project(PROJECT, project_id=15)
         gitlab(fake).draft_merge_request(PROJECT, branch=BRANCH, title="t" * length, body="b")
     title = fake.merge_requests(PROJECT)[0]["title"]
     assert title.startswith("Draft: ") and len(title) == min(length + 7, 255)
@@ -354,7 +354,7 @@ def test_a_gitlab_draft_title_is_cut_to_255_characters_in_all(length):
 
 def test_the_gitlab_fake_refuses_a_title_over_255_characters_with_gitlabs_words():
     with FakeGitLab() as fake:
-        fake.add_project(PROJECT, id=15)
+        fake.add_project(PROJECT, project_id=15)
         refused = requests.post(
             f"{fake.url}/projects/15/merge_requests",
             json={"source_branch": BRANCH, "target_branch": "main", "title": "t" * 256},

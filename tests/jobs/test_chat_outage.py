@@ -55,7 +55,7 @@ def test_every_chat_post_arrives_once_after_refused_500_and_429_outages(app_fact
         """Move the clock to the next due try and let the jobs process drain, as its loop would."""
         due = next_due(clock)
         assert due is not None, "nothing left to deliver"
-        clock.set(due)
+        clock.move_to(due)
         jobs.drain()
 
     def first_attempts() -> int:

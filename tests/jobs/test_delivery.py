@@ -165,7 +165,7 @@ def test_a_retry_by_a_deliverer_behind_the_queuer_still_waits_its_backoff(app, c
     # Timed from the message's creation, never before it: not due "at once" again on this host.
     assert fetch(queued).next_attempt_at == clock() + timedelta(seconds=BACKOFF[0])
     assert deliverer.drain() == 0
-    behind.set(clock() + timedelta(seconds=BACKOFF[0]))
+    behind.move_to(clock() + timedelta(seconds=BACKOFF[0]))
     assert deliverer.drain() == 1
 
 

@@ -34,7 +34,7 @@ def github():
 @pytest.fixture
 def gitlab():
     with FakeGitLab() as fake:
-        fake.add_project(PROJECT, id=15)
+        fake.add_project(PROJECT, project_id=15)
         yield fake
 
 
@@ -135,7 +135,7 @@ def test_a_forge_failing_for_a_while_gets_its_pull_request_once_afterwards(app_f
         tries.append(message.next_attempt_at)
         if message.status == "sent":
             break
-        clock.set(message.next_attempt_at)
+        clock.move_to(message.next_attempt_at)
     assert message.status == "sent" and len(github.pull_requests(REPO)) == 1
     assert len(tries) == 4  # three failed attempts (a 503, then two 500s), then the one that wrote it
     assert tries[1] - queued_at <= timedelta(seconds=30)  # the first two retries within 30 s
@@ -153,7 +153,7 @@ def test_a_pull_request_recorded_before_a_failed_comment_is_not_opened_again(
     deliver(config, clock)
     assert api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]["pull_request"] is not None
     github.close_pull(REPO, 1)  # someone closed it meanwhile: still, the job's pull request is that one
-    clock.set(messages()[0].next_attempt_at)
+    clock.move_to(messages()[0].next_attempt_at)
     deliver(config, clock)
     assert len(github.pull_requests(REPO)) == 1 and len(github.comments) == 1
     assert messages()[0].status == "sent"
@@ -219,6 +219,6 @@ def test_githubs_secondary_rate_limit_keeps_the_write_waiting_at_least_a_minute_
     (message,) = messages()
     assert message.status == "pending" and message.next_attempt_at - before >= timedelta(seconds=60)
     assert api.get(f"/api/v1/dispatch/jobs/{job['id']}").json["forge"]["error"] is None
-    clock.set(message.next_attempt_at)
+    clock.move_to(message.next_attempt_at)
     deliver(config, clock)
     assert [m.status for m in messages()] == ["sent"] and len(github.pull_requests(REPO)) == 1

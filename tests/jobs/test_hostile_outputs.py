@@ -42,7 +42,7 @@ def github():
 @pytest.fixture
 def gitlab():
     with FakeGitLab() as fake:
-        fake.add_project(PROJECT, id=15)
+        fake.add_project(PROJECT, project_id=15)
         yield fake
 
 

@@ -23,7 +23,7 @@ NOT_OPS = ("archivist", "poller", "reconciler")
 
 
 def ran_at(config, clock, moment: datetime) -> list[str]:
-    clock.set(moment)
+    clock.move_to(moment)
     return ops_only(JobsProcess(clock, assembly.scheduled_jobs(config, clock), owner="test").run_due())
 
 
@@ -140,7 +140,7 @@ def test_the_schedule_is_utc_whatever_the_hosts_time_zone(tmp_path, zone):
 
 @pytest.mark.both_backends
 def test_when_two_processes_both_see_the_pulse_due_only_one_claims_it(app, config, clock):
-    clock.set(MONDAY + timedelta(hours=8, seconds=5))
+    clock.move_to(MONDAY + timedelta(hours=8, seconds=5))
     first = JobsProcess(clock, ops_jobs(config, clock), owner="a")
     second = JobsProcess(clock, ops_jobs(config, clock), owner="b")
     (seen_by_first,) = first.due()

@@ -59,7 +59,7 @@ def make_process(clock, ran, owner):
 
 @pytest.mark.both_backends
 def test_two_processes_run_a_due_job_once(app, clock, ran):
-    clock.set(EIGHT + timedelta(seconds=30))
+    clock.move_to(EIGHT + timedelta(seconds=30))
     first, second = make_process(clock, ran, "a"), make_process(clock, ran, "b")
     assert first.run_due() == ["ops-daily-pulse"]
     assert second.run_due() == []
@@ -68,9 +68,9 @@ def test_two_processes_run_a_due_job_once(app, clock, ran):
 
 @pytest.mark.both_backends
 def test_a_restart_after_a_missed_time_runs_it_once_marked_late(app, clock, ran):
-    clock.set(EIGHT - timedelta(days=1) + timedelta(seconds=5))
+    clock.move_to(EIGHT - timedelta(days=1) + timedelta(seconds=5))
     make_process(clock, ran, "a").run_due()  # ran yesterday
-    clock.set(EIGHT + timedelta(minutes=40))  # the process was down at 08:00
+    clock.move_to(EIGHT + timedelta(minutes=40))  # the process was down at 08:00
     process = make_process(clock, ran, "b")
     assert process.run_due() == ["ops-daily-pulse"]
     assert process.run_due() == []
@@ -78,7 +78,7 @@ def test_a_restart_after_a_missed_time_runs_it_once_marked_late(app, clock, ran)
 
 
 def test_a_job_that_raises_leaves_a_failed_run_and_the_loop_goes_on(app, clock):
-    clock.set(EIGHT + timedelta(seconds=1))
+    clock.move_to(EIGHT + timedelta(seconds=1))
 
     def broken(trigger):
         raise RuntimeError("staging check crashed")
@@ -102,7 +102,7 @@ def test_heartbeat_is_recorded(app, clock):
 
 def test_a_rehearsed_schedule_moves_which_due_time_it_is_and_nothing_else(app, clock, ran):
     # Real time is a Friday afternoon; the schedules are read a day and a half earlier, just after an 08:00.
-    clock.set(EIGHT + timedelta(days=1, hours=6))
+    clock.move_to(EIGHT + timedelta(days=1, hours=6))
     rehearsal = FakeClock(EIGHT + timedelta(seconds=10))
     process = JobsProcess(clock, {"ops-daily-pulse": lambda t: ran.append(t.scheduled_for)}, schedule_clock=rehearsal)
     assert process.run_due() == ["ops-daily-pulse"] and ran == [EIGHT]

@@ -42,7 +42,7 @@ and kept so that a test can count what was written:
   /repos/{o}/{r}/issues/{n}/comments` → 201. `fake.pull_requests(repo, head=branch)` lists what is there (open and
   closed), `fake.comments` every comment; `close_pull(repo, number)` closes one. A write call without `Accept:
   application/vnd.github+json` or `X-GitHub-Api-Version: 2022-11-28` is answered 400 and noted in `header_faults`.
-- `FakeGitLab`: `add_project("group/name", id=15, default_branch="main")`, then under `/api/v4`: `GET
+- `FakeGitLab`: `add_project("group/name", project_id=15, default_branch="main")`, then under `/api/v4`: `GET
   /projects/{id}` (the numeric id, or the path URL-encoded as one segment: `group%2Fname`; an unencoded path is
   404, as on GitLab), `GET /projects/{id}/merge_requests?source_branch=&state=opened`, `POST
   /projects/{id}/merge_requests` → 201 (409 "Another open merge request already exists for this source branch: !N"),
@@ -616,11 +616,13 @@ class FakeGitLab(_FakeForge):
         self.mrs: dict[str, list[dict[str, Any]]] = {}  # path -> its merge requests, oldest first
         self.notes: list[dict[str, Any]] = []  # every note written, each with its "project" (path) and "iid"
 
-    def add_project(self, path: str, *, id: int | None = None, default_branch: str | None = "main") -> FakeGitLab:
+    def add_project(
+        self, path: str, *, project_id: int | None = None, default_branch: str | None = "main"
+    ) -> FakeGitLab:
         """A project the token may write to, reachable by its numeric id or its URL-encoded path."""
         with self.lock:
             self.projects[path] = {
-                "id": id or next(self.ids),
+                "id": project_id or next(self.ids),
                 "default_branch": default_branch,
                 "iids": itertools.count(1),
             }

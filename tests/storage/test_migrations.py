@@ -61,7 +61,7 @@ def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch):
     bind(url)
     assert migrations.migrate() == list(range(1, LATEST + 1))
     assert migrations.migrate() == []
-    assert differences(declared_schema(scratch), live_schema(scratch.open(url))) == []
+    assert differences(declared_schema(scratch), live_schema(scratch.connect(url))) == []
     assert migrations.current_version() == LATEST
 
 
@@ -74,7 +74,7 @@ EMPTIED = {"scorecard_day": 13}
 @pytest.mark.parametrize("version", FROZEN)
 def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_its_rows(scratch, version):
     url = scratch.url()
-    database = scratch.open(url)
+    database = scratch.connect(url)
     build_at(version, database)
     before = rows(database)
     assert [table for table, table_rows in before.items() if not table_rows] == []
@@ -140,7 +140,7 @@ def test_a_forgotten_migration_is_found(scratch):
     url = scratch.url()
     bind(url)
     migrations.migrate()
-    database = scratch.open(url)
+    database = scratch.connect(url)
     with database.connection_context():
         database.execute_sql('ALTER TABLE "ticket" DROP COLUMN "link"')
     found = differences(declared_schema(scratch), live_schema(database))
@@ -158,7 +158,7 @@ def _rebuild_ticket(migrator):
 
 def test_a_migration_that_rebuilds_a_table_keeps_the_rows_that_refer_to_it(scratch):
     url = scratch.url()
-    database = scratch.open(url)
+    database = scratch.connect(url)
     at_latest(url, database)
     before = rows(database)
     assert migrations.migrate([*migrations.MIGRATIONS, (LATEST + 1, "rebuild", _rebuild_ticket)]) == [LATEST + 1]
@@ -177,7 +177,7 @@ def _orphan_a_claim(migrator):
 
 def test_a_migration_that_breaks_a_reference_is_rolled_back_whole(scratch):
     url = scratch.url()
-    database = scratch.open(url)
+    database = scratch.connect(url)
     at_latest(url, database)
     before = rows(database)
     with pytest.raises(Exception, match=r"(?i)foreign key|dangling"):
@@ -201,7 +201,7 @@ def test_a_database_of_each_release_migrates_twice_then_serves(scratch, tmp_path
     from conftest import BASIC
 
     url = scratch.url()
-    build_at(version, scratch.open(url))
+    build_at(version, scratch.connect(url))
     env = svc_env(DATABASE_URL=url, SVC_DATA_DIR=str(tmp_path / "data"), SVC_BASIC_AUTH=BASIC)
     first = _svc(["migrate"], env)
     assert first.returncode == 0, first.stderr
@@ -243,7 +243,7 @@ def test_two_processes_migrating_a_fresh_database_at_once_apply_each_version_onc
     assert [proc.returncode for proc in both] == [0, 0], outputs
     said = sorted(line.rsplit("applied now: ", 1)[-1].strip() for line in outputs)
     assert said == [str(list(range(1, LATEST + 1))), "nothing"]
-    database = scratch.open(url)
+    database = scratch.connect(url)
     assert sorted(row["version"] for row in rows(database)["schema_version"]) == list(range(1, LATEST + 1))
 
 
@@ -256,7 +256,7 @@ def test_a_database_a_newer_release_upgraded_is_refused_and_left_as_it_is(scratc
     with storage_db.connection():
         SchemaVersion.create(version=LATEST + 1, applied_at=datetime.now(UTC))  # what the newer release recorded
     storage_db.db.close_all() if hasattr(storage_db.db.obj, "close_all") else storage_db.db.close()
-    database = scratch.open(url)
+    database = scratch.connect(url)
     before = rows(database)
     env = svc_env(DATABASE_URL=url, SVC_DATA_DIR=str(tmp_path / "data"))
     for command in (["migrate"], ["serve", "--port", str(free_port())]):

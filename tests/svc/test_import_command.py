@@ -253,3 +253,15 @@ def test_events_imported_out_of_order_are_judged_as_if_in_order(api, clock, svc_
     assert (coder(86400)["confirmed"], coder(300)["not_taken_up"]) == (1, 1)
     assert svc_import([early])[0] == 0
     assert (coder(86400)["confirmed"], coder(300)["confirmed"]) == (1, 1)
+
+
+def test_a_database_it_cannot_use_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    from processes import free_port
+
+    history = tmp_path / "history.jsonl"
+    history.write_text(json.dumps(envelope("state_changed", "PORT-1")) + "\n")
+    monkeypatch.setenv("SVC_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://127.0.0.1:{free_port()}/nowhere")
+    assert main(["import", str(history)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("svc import: cannot use the database: ") and len(err.splitlines()) == 1

@@ -12,7 +12,7 @@ import pytest
 from domain.ops.reconciler import Reconciler
 from domain.ops.runs import Trigger
 from domain.router.reconciliation import TrackerCatchUp
-from domain.router.shadow import ShadowRouter
+from domain.services import build_services
 from integrations.github import GitHub
 from integrations.gitlab import GitLab
 from integrations.linear import LinearTracker
@@ -87,7 +87,7 @@ class World:
             github=github or GitHub(self.github.url, GITHUB_TOKEN, tries=1),
             gitlab=gitlab or GitLab(self.gitlab.url, GITLAB_API_TOKEN, tries=1),
             tracker=tracker,
-            catch_up=TrackerCatchUp(ShadowRouter(config, self.clock).receive, self.clock),
+            catch_up=TrackerCatchUp(build_services(config, self.clock).router.receive, self.clock),
             max_pages=max_pages,
         )
 

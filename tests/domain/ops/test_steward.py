@@ -144,7 +144,7 @@ def test_two_stewards_at_once_wipe_and_release_a_slot_once(board, ops, wiper, co
 
 
 def deliver(ops, clock):
-    handlers, recorders = assembly.outbox_handlers(ops.config, clock, ops=ops)
+    handlers, recorders = assembly.outbox_handlers(ops.config, clock)
     return OutboxDeliverer(handlers, clock, recorders=recorders).drain(kinds=["slot_release"])
 
 

@@ -136,7 +136,7 @@ def test_settled_days_are_kept_by_the_jobs_process_and_read_back_the_same(api, c
     _keep(clock)
     kept_days = {row.day for row in ScorecardDay.select()}
     assert len(kept_days) == 3  # the three days with decisions, no row for an empty day
-    assert ScorecardMark.get_by_id(86400).through == (clock().date() - timedelta(days=2)).isoformat()
+    assert ScorecardMark.get_by_id(86400).through == clock().date() - timedelta(days=2)
     kept = card(api)
     assert kept == scanned  # the kept counts are the full scan's
     assert counts(kept["rules"]["coder"]) == {
