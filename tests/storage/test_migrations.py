@@ -14,13 +14,25 @@ from storage import db as storage_db
 from storage import migrations
 from storage.models import SchemaVersion
 
+from conftest import BACKEND
 from processes import SVC, ServiceProcess, free_port, svc_env
-from schema_kit import STAGE_COUNTS, build_at, declared_schema, differences, live_schema, rows
+from schema_kit import STAGE_COUNTS, ScratchDatabases, build_at, declared_schema, differences, live_schema, rows
 
 pytestmark = pytest.mark.both_backends
 
 LATEST = migrations.MIGRATIONS[-1][0]
 FROZEN = migrations.frozen_versions()
+
+
+@pytest.fixture(scope="module")
+def declared(tmp_path_factory):
+    """What the models declare, made real on the test backend and read back: once for the module, since it depends
+    on the models alone (on PostgreSQL each making is a database created, filled with the DDL and dropped)."""
+    made = ScratchDatabases(tmp_path_factory.mktemp("declared"), BACKEND)
+    try:
+        yield declared_schema(made)
+    finally:
+        made.close()
 
 
 def bind(url: str) -> None:
@@ -56,12 +68,12 @@ def test_the_newest_frozen_version_is_what_the_models_declare_when_it_is_the_cur
         assert migrations.frozen_ddl(LATEST, backend) == migrations.declared_ddl(database), backend
 
 
-def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch):
+def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch, declared):
     url = scratch.url()
     bind(url)
     assert migrations.migrate() == list(range(1, LATEST + 1))
     assert migrations.migrate() == []
-    assert differences(declared_schema(scratch), live_schema(scratch.open(url))) == []
+    assert differences(declared, live_schema(scratch.open(url))) == []
     assert migrations.current_version() == LATEST
 
 
@@ -70,7 +82,7 @@ EMPTIED = {"scorecard_day": 8}  # the scorecard's kept days: the jobs process co
 
 
 @pytest.mark.parametrize("version", FROZEN)
-def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_its_rows(scratch, version):
+def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_its_rows(scratch, declared, version):
     url = scratch.url()
     database = scratch.open(url)
     build_at(version, database)
@@ -80,7 +92,7 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
     assert migrations.migrate() == list(range(version + 1, LATEST + 1))
     assert migrations.migrate() == []
 
-    assert differences(declared_schema(scratch), live_schema(database)) == []
+    assert differences(declared, live_schema(database)) == []
     after = rows(database)
     for table, kept in before.items():
         if table == "schema_version":
@@ -100,7 +112,7 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
     assert {row["stage"]: row["tickets"] for row in after["stage_count"]} == STAGE_COUNTS
 
 
-def test_a_forgotten_migration_is_found(scratch):
+def test_a_forgotten_migration_is_found(scratch, declared):
     # A model that gained a column nobody migrated: the comparison names it.
     url = scratch.url()
     bind(url)
@@ -108,7 +120,7 @@ def test_a_forgotten_migration_is_found(scratch):
     database = scratch.open(url)
     with database.connection_context():
         database.execute_sql('ALTER TABLE "ticket" DROP COLUMN "link"')
-    found = differences(declared_schema(scratch), live_schema(database))
+    found = differences(declared, live_schema(database))
     assert len(found) == 1 and found[0].startswith("ticket.link: declared {'type': 'text'") and "found None" in found[0]
 
 
