@@ -37,7 +37,7 @@ from domain.health import heartbeat_age
 from domain.ops.agents import OpsAgents
 from domain.outage import DatabaseOutage
 from domain.router import policy_versions
-from domain.router.shadow import ShadowRouter
+from domain.router.routing import Router
 from domain.services import build_services
 from domain.writing import WritingAgent
 from machines import writing_ticket
@@ -74,7 +74,7 @@ class Services:
     config: Config
     clock: Clock
     board: Board
-    router: ShadowRouter
+    router: Router
     routes: list[tuple[str, object]] = field(default_factory=list)
     writing: WritingAgent | None = None
     ops: OpsAgents | None = None

@@ -29,7 +29,7 @@ from domain.clock import Clock
 from domain.dispatch.jobs import FORGE_WRITE_KIND
 from domain.ops.schedules import AGENT_IDS
 from domain.router.board_events import ROUTE_KIND
-from domain.router.shadow import OUTCOMES
+from domain.router.routing import OUTCOMES
 from machines.job import QUEUED, RUNNING
 from storage import metrics as queries
 from storage.db import connection

@@ -22,7 +22,7 @@ from domain.ops.steward import Wiper
 from domain.outage import DatabaseOutage
 from domain.router import scorecard
 from domain.router.board_events import queue_for_router
-from domain.router.shadow import ShadowRouter
+from domain.router.routing import Router
 from domain.writing import WritingAgent
 from integrations.forges import Forge
 
@@ -34,7 +34,7 @@ class DomainServices:
     config: Config
     clock: Clock
     board: Board
-    router: ShadowRouter
+    router: Router
     dispatch: Dispatch
     forge_writes: ForgeWrites
     writing: WritingAgent
@@ -63,7 +63,7 @@ def build_services(
     # The router hears every stage change (queued through the outbox, so a change stays one insert dearer), and its
     # scorecard every slot claim; live dispatch hears a ticket finished or blocked (its jobs are cancelled).
     board = Board(config, clock, stage_listeners=(queue_for_router,), claim_listeners=(scorecard.slot_claimed,))
-    router = ShadowRouter(config, clock, board=board, forges=dict(forges))
+    router = Router(config, clock, board=board, forges=dict(forges))
     board.stage_listeners.extend((router.dispatch.ticket_moved, *stage_listeners))
     return DomainServices(
         config=config,

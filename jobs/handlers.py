@@ -20,7 +20,7 @@ from domain.config import Config
 from domain.ops.runs import Trigger
 from domain.ops.steward import SlotSteward
 from domain.router.board_events import ROUTE_KIND
-from domain.router.shadow import ShadowRouter
+from domain.router.routing import Router
 from integrations.linear import LinearTracker
 from integrations.transport import TransportError
 from jobs.delivery import RETRY, SENT, Attempt, Outcome
@@ -36,7 +36,7 @@ __all__ = ["ROUTE_KIND", "SLOT_RELEASE_KIND", "TRACKER_CLOSE_KIND", "RouteQueued
 class RouteQueuedEvent:
     """`route_event`: route the queued envelope of a stage change and record its decision."""
 
-    def __init__(self, router: ShadowRouter):
+    def __init__(self, router: Router):
         self.router = router
 
     def __call__(self, attempt: Attempt) -> Outcome:

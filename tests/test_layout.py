@@ -162,7 +162,7 @@ def test_every_module_says_what_it_is():
 
 
 def domain_modules(planted: dict[str, Path] | None = None) -> dict[str, Path]:
-    """domain's modules by dotted name (`domain.router.shadow`), `planted` standing in for some of them."""
+    """domain's modules by dotted name (`domain.router.routing`), `planted` standing in for some of them."""
     found = {}
     for path in sorted((ROOT / "domain").rglob("*.py")):
         parts = path.relative_to(ROOT).with_suffix("").parts
@@ -230,7 +230,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_within_domain_no_module_and_no_part_imports_another_that_imports_it_back():
     graph = domain_import_graph(domain_modules())
-    assert "domain.router.scorecard" in graph["domain.router.shadow"]  # the graph is read, not empty
+    assert "domain.router.scorecard" in graph["domain.router.routing"]  # the graph is read, not empty
     assert cycles(graph) == []
     assert cycles(by_part(graph)) == []
 

@@ -28,7 +28,7 @@ from api.operations import (
     Param,
 )
 from domain.router import deliveries
-from domain.router.shadow import OUTCOMES, SOURCES, Ignored, Intake, Receipt, ShadowRouter
+from domain.router.routing import OUTCOMES, SOURCES, Ignored, Intake, Receipt, Router
 
 _ENVELOPE_ERRORS = {401: "problem.json", 422: "problem.json"}
 # What became of an envelope, as the status it answers with (alone, or as one result of a batch).
@@ -69,7 +69,7 @@ class Events:
         ),
     }
 
-    def __init__(self, router: ShadowRouter):
+    def __init__(self, router: Router):
         self.router = router
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -98,7 +98,7 @@ class Webhook:
     """One inbound webhook endpoint; the sender, and with it the normalizer, is the one whose credential verified
     the delivery."""
 
-    def __init__(self, router: ShadowRouter, endpoint: str, operation: Operation):
+    def __init__(self, router: Router, endpoint: str, operation: Operation):
         self.router = router
         self.endpoint = endpoint
         self.operations = {"POST": operation}
@@ -166,7 +166,7 @@ class Decisions:
         ),
     }
 
-    def __init__(self, router: ShadowRouter):
+    def __init__(self, router: Router):
         self.router = router
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -14,8 +14,8 @@ from api.operations import CURSOR, LIMIT, Operation, Param
 from domain.clock import parse_timestamp
 from domain.errors import InvalidQuery
 from domain.router import reconciliation
+from domain.router.routing import Router
 from domain.router.scorecard import WINDOW_SECONDS
-from domain.router.shadow import ShadowRouter
 
 # The most flips one answer lists (oldest first); `flipped` always counts them all. `svc backtest` lists all.
 FLIPS_LISTED = 500
@@ -39,7 +39,7 @@ class Backtest:
         ),
     }
 
-    def __init__(self, router: ShadowRouter):
+    def __init__(self, router: Router):
         self.router = router
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -76,7 +76,7 @@ class Scorecard:
         ),
     }
 
-    def __init__(self, router: ShadowRouter):
+    def __init__(self, router: Router):
         self.router = router
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from domain.router.shadow import OUTCOMES, SOURCES
+from domain.router.routing import OUTCOMES, SOURCES
 from storage.models import RouterDecision
 
 OUTCOME_WORDS = {

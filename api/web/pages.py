@@ -23,7 +23,7 @@ from domain.ops import agents_strip, runs
 from domain.router import reconciliation
 from domain.router.gates import AGREED_INITIATIVE_STAGES
 from domain.router.policy_versions import Thresholds
-from domain.router.shadow import OUTCOMES, OWN, SOURCES
+from domain.router.routing import OUTCOMES, OWN, SOURCES
 from machines.stages import FINAL_STAGES, LIVE_STAGES, STAGES, WAITING_ON, WRITING_TICKET_KEY
 from storage.paging import InvalidCursor
 
@@ -269,7 +269,7 @@ def _subject(req: falcon.Request) -> str | None:
 class DecisionsPage:
     """The router's recorded decisions: a plain GET form filters them, keyset pages go back in time.
 
-    It reads through `ShadowRouter.decisions`, the unit `GET /api/v1/router/decisions` uses.
+    It reads through `Router.decisions`, the unit `GET /api/v1/router/decisions` uses.
     """
 
     operations = {

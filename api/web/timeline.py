@@ -314,7 +314,7 @@ class Happened:
 
 def history(board, router, key: str, *, limit: int, cursor: str | None) -> tuple[list[Happened], str | None]:
     """The ticket's timeline entries (`Board.timeline`) and the router's decisions about it
-    (`ShadowRouter.decisions`) as one list, newest first, `limit` at most, and the cursor of the older ones.
+    (`Router.decisions`) as one list, newest first, `limit` at most, and the cursor of the older ones.
 
     Each list is read through its own keyset cursor and merged by time, so every item is shown once, on exactly one
     page; the page's cursor holds where it left each of them. A read-only view: the API's timeline resource stays

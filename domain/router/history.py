@@ -2,7 +2,7 @@
 and the backtest learn from it, and nothing is acted on.
 
 The lines are streamed (memory stays flat however long the file is) and routed in batches, each batch one
-transaction through the router's record-only switch (`ShadowRouter.receive_batch(..., record_only=True)`): the same
+transaction through the router's record-only switch (`Router.receive_batch(..., record_only=True)`): the same
 path a live event takes, evaluated at the event's own time, never dispatching, moving a ticket or writing a forge.
 A line that is not JSON or breaks the envelope contract is rejected by its number (1-based; blank lines are
 skipped) and recorded nowhere, while the others go in; an event id recorded before (or earlier in the file) is a
@@ -21,7 +21,7 @@ import orjson
 from contracts import conforms
 from contracts.envelope import ENVELOPE, envelope_violations
 from domain.clock import BadTimestamp, parse_timestamp
-from domain.router.shadow import Intake, Receipt
+from domain.router.routing import Intake, Receipt
 
 # Envelopes per transaction: a few hundred make the commit's cost small beside the routing, and keep a live
 # writer's wait behind one batch short (measured in bench/, `make bench BENCH_ARGS=import`).

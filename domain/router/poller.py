@@ -12,8 +12,8 @@ from typing import Any
 from domain.clock import Clock, iso
 from domain.config import Config
 from domain.ops import runs
+from domain.router.routing import Router
 from domain.router.senders.payloads import build, ticket_subject
-from domain.router.shadow import ShadowRouter
 from storage import decisions
 from storage.db import transaction
 from storage.models import Ticket
@@ -40,7 +40,7 @@ def dispatch_request(ticket: Ticket, *, at: datetime, tick: datetime) -> dict[st
 
 
 class Poller:
-    def __init__(self, router: ShadowRouter, config: Config, clock: Clock):
+    def __init__(self, router: Router, config: Config, clock: Clock):
         self.router = router
         self.window = timedelta(minutes=config.poller_window_minutes)
         self.clock = clock

@@ -15,9 +15,9 @@ from domain import units
 from domain.clock import Clock, iso
 from domain.gaps import TRACKER_HOOK, Gap, GapState
 from domain.router.evaluation import REJECTED
+from domain.router.routing import Intake, Receipt
 from domain.router.senders import linear
 from domain.router.senders.payloads import build, ticket_subject
-from domain.router.shadow import Intake, Receipt
 from integrations.linear import TrackerIssue
 from storage import reconciliation
 from storage import tickets as ticket_rows

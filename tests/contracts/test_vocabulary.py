@@ -6,7 +6,7 @@ import contracts
 from contracts.envelope import ENVELOPE, KINDS, SOURCES
 from domain.ops.schedules import AGENT_IDS
 from domain.router.evaluation import OUTCOMES, REJECTED
-from domain.router.shadow import OUTCOMES as OUTCOMES_OF_THE_ROUTER
+from domain.router.routing import OUTCOMES as OUTCOMES_OF_THE_ROUTER
 from machines.stages import STAGES, WAITING_ON
 
 

@@ -14,13 +14,25 @@ from storage import db as storage_db
 from storage import migrations
 from storage.models import SchemaVersion
 
+from conftest import BACKEND
 from processes import SVC, ServiceProcess, free_port, svc_env
-from schema_kit import STAGE_COUNTS, build_at, declared_schema, differences, live_schema, rows
+from schema_kit import STAGE_COUNTS, ScratchDatabases, build_at, declared_schema, differences, live_schema, rows
 
 pytestmark = pytest.mark.both_backends
 
 LATEST = migrations.MIGRATIONS[-1][0]
 FROZEN = migrations.frozen_versions()
+
+
+@pytest.fixture(scope="module")
+def declared(tmp_path_factory):
+    """What the models declare, made real on the test backend and read back: once for the module, since it depends
+    on the models alone (on PostgreSQL each making is a database created, filled with the DDL and dropped)."""
+    made = ScratchDatabases(tmp_path_factory.mktemp("declared"), BACKEND)
+    try:
+        yield declared_schema(made)
+    finally:
+        made.close()
 
 
 def bind(url: str) -> None:
@@ -56,12 +68,12 @@ def test_the_newest_frozen_version_is_what_the_models_declare_when_it_is_the_cur
         assert migrations.frozen_ddl(LATEST, backend) == migrations.declared_ddl(database), backend
 
 
-def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch):
+def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch, declared):
     url = scratch.url()
     bind(url)
     assert migrations.migrate() == list(range(1, LATEST + 1))
     assert migrations.migrate() == []
-    assert differences(declared_schema(scratch), live_schema(scratch.connect(url))) == []
+    assert differences(declared, live_schema(scratch.connect(url))) == []
     assert migrations.current_version() == LATEST
 
 
@@ -72,7 +84,7 @@ EMPTIED = {"scorecard_day": 13}
 
 
 @pytest.mark.parametrize("version", FROZEN)
-def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_its_rows(scratch, version):
+def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_its_rows(scratch, declared, version):
     url = scratch.url()
     database = scratch.connect(url)
     build_at(version, database)
@@ -82,7 +94,7 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
     assert migrations.migrate() == list(range(version + 1, LATEST + 1))
     assert migrations.migrate() == []
 
-    assert differences(declared_schema(scratch), live_schema(database)) == []
+    assert differences(declared, live_schema(database)) == []
     after = rows(database)
     for table, kept in before.items():
         if table == "schema_version":
@@ -135,7 +147,7 @@ def test_the_scorecards_weeks_keep_the_archived_days_counts_and_count_the_rest_a
     assert [tuple(row) for row in mark] == [("2026-03-04", 5)]
 
 
-def test_a_forgotten_migration_is_found(scratch):
+def test_a_forgotten_migration_is_found(scratch, declared):
     # A model that gained a column nobody migrated: the comparison names it.
     url = scratch.url()
     bind(url)
@@ -143,7 +155,7 @@ def test_a_forgotten_migration_is_found(scratch):
     database = scratch.connect(url)
     with database.connection_context():
         database.execute_sql('ALTER TABLE "ticket" DROP COLUMN "link"')
-    found = differences(declared_schema(scratch), live_schema(database))
+    found = differences(declared, live_schema(database))
     assert len(found) == 1 and found[0].startswith("ticket.link: declared {'type': 'text'") and "found None" in found[0]
 
 
@@ -193,22 +205,41 @@ def _svc(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([SVC, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
+def _svc_migrate_here(env: dict[str, str], monkeypatch, capsys) -> tuple[int, str]:
+    """`svc migrate` in this process (`svc.cli.main`) with `env`: (exit code, standard output). The command itself
+    runs as a real process in the two tests below; here what matters is what it does to each release's database."""
+    from svc.cli import main
+
+    with monkeypatch.context() as patched:
+        for name, value in env.items():
+            patched.setenv(name, value)
+        try:
+            code = main(["migrate"])
+        finally:
+            if storage_db.db.obj is not None:
+                storage_db.db.close_all() if hasattr(storage_db.db.obj, "close_all") else storage_db.db.close()
+    return code, capsys.readouterr().out
+
+
 @pytest.mark.process
 @pytest.mark.parametrize("version", FROZEN)
-def test_a_database_of_each_release_migrates_twice_then_serves(scratch, tmp_path, version):
+def test_a_database_of_each_release_migrates_twice_then_serves(scratch, tmp_path, version, monkeypatch, capsys):
     import requests
 
     from conftest import BASIC
 
     url = scratch.url()
     build_at(version, scratch.connect(url))
-    env = svc_env(DATABASE_URL=url, SVC_DATA_DIR=str(tmp_path / "data"), SVC_BASIC_AUTH=BASIC)
-    first = _svc(["migrate"], env)
-    assert first.returncode == 0, first.stderr
+    env = {"DATABASE_URL": url, "SVC_DATA_DIR": str(tmp_path / "data"), "SVC_BASIC_AUTH": BASIC}
+    # Migrated twice by `svc migrate` in this process (a process start each cost more than the migration), then
+    # served by a real `svc serve`, which checks the schema it finds at start.
+    first, said = _svc_migrate_here(env, monkeypatch, capsys)
+    assert first == 0
     pending = list(range(version + 1, LATEST + 1))
-    assert f"schema at version {LATEST}; applied now: {pending or 'nothing'}" in first.stdout
-    second = _svc(["migrate"], env)
-    assert second.returncode == 0 and f"schema at version {LATEST}; applied now: nothing" in second.stdout
+    assert f"schema at version {LATEST}; applied now: {pending or 'nothing'}" in said
+    second, said = _svc_migrate_here(env, monkeypatch, capsys)
+    assert second == 0 and f"schema at version {LATEST}; applied now: nothing" in said
+    env = svc_env(**env)
 
     port = free_port()
     server = ServiceProcess(["serve"], {**env, "SVC_PORT": str(port)}, tmp_path / "serve.log").start()

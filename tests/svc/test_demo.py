@@ -67,7 +67,7 @@ def test_every_agent_has_a_history_some_failing_and_only_the_poller_late(demo):
 
 
 def test_the_router_recorded_every_outcome_from_every_source(demo):
-    from domain.router.shadow import OUTCOMES, SOURCES
+    from domain.router.routing import OUTCOMES, SOURCES
 
     # Every outcome but `stuck`, which only a live fixer's jobs make (the demo's rules stay in shadow mode).
     assert set(demo.filled.outcomes) == set(OUTCOMES) - {"stuck"}

@@ -11,18 +11,22 @@ import requests
 from playwright.sync_api import expect
 
 from browser_kit import CI_SECRET, DESKTOP, PASSWORD, PHONE, USER, axe_violations
+from conftest import PASSWORDS
 from events_kit import example
-from processes import svc_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
 
 @pytest.fixture
-def people(server, tmp_path, database_url):
-    """The server above, with a viewer's and an operator's account, added as a person would: `svc user add`."""
-    for name, role in (("vera", "viewer"), ("olga", "operator")):
-        added = svc_user(tmp_path, database_url, "add", name, "--role", role, password=f"{name}-password-1")
-        assert added.returncode == 0, added.stderr
+def people(server):
+    """The server above, with a viewer's and an operator's account, added in this process on the server's database
+    (what `svc user add` does; its processes are tested in tests/end_to_end/test_accounts_processes.py)."""
+    from domain import accounts
+    from storage import db as storage_db
+
+    with storage_db.connection():
+        for name, role in (("vera", "viewer"), ("olga", "operator")):
+            accounts.add(name, role, f"{name}-password-1", passwords=PASSWORDS)
     return server
 
 

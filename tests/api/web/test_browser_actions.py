@@ -9,6 +9,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
+from domain import accounts
 from storage import db as storage_db
 from storage import reconciliation
 
@@ -23,8 +24,9 @@ from browser_kit import (
     axe_violations,
     dispatch,
 )
+from conftest import PASSWORDS
 from events_kit import example
-from processes import svc_user, wait_until
+from processes import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -513,10 +515,11 @@ def test_the_decisions_page_shows_a_new_decision_without_a_reload(chromium, serv
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_a_viewers_pages_have_no_axe_violations(chromium, server, viewport, tmp_path, database_url):
+def test_a_viewers_pages_have_no_axe_violations(chromium, server, viewport):
     # A viewer's pages differ: no controls, the automation's state in words, "can look, not change" in the header.
-    added = svc_user(tmp_path, database_url, "add", "vera", "--role", "viewer", password="vera-password-1")
-    assert added.returncode == 0, added.stderr
+    # The account is added in this process, as `svc user add` would (its processes have tests of their own).
+    with storage_db.connection():
+        accounts.add("vera", "viewer", "vera-password-1", passwords=PASSWORDS)
     context = chromium.new_context(
         http_credentials={"username": "vera", "password": "vera-password-1"}, viewport=viewport
     )

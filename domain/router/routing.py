@@ -1,4 +1,4 @@
-"""`ShadowRouter`: the unit of work behind `POST events` and the webhooks, the board's own events and the poller.
+"""`Router`: the unit of work behind `POST events` and the webhooks, the board's own events and the poller.
 
 For each envelope, in one transaction: validate it (a broken one is recorded as `rejected`); if its event id
 was accepted before, answer with that decision and record nothing; else read the policy in force (the database's,
@@ -83,7 +83,7 @@ class Ignored:
     delivery: str | None
 
 
-class ShadowRouter:
+class Router:
     def __init__(
         self,
         config: Config,
