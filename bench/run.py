@@ -1,7 +1,7 @@
 """`make bench`: each benchmark measures the service and its physical limit in the same run, on the same
 server settings, and prints the figures with their ratio. Raw figures go to bench/out/<date>.json.
 
-    python bench/run.py [http|growth|replay|import|backtest|memory|accounts|dispatch ...] [--seconds N]
+    python bench/run.py [http|growth|replay|import|backtest|memory|accounts|dispatch|history ...] [--seconds N]
         [--database URL]
 """
 
@@ -25,6 +25,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness
+import history as flat_history
 import landed
 import seed
 
@@ -959,8 +960,9 @@ def main() -> int:
     parser.add_argument(
         "which",
         nargs="*",
-        default=["http", "growth", "replay", "import", "backtest", "memory", "accounts", "dispatch"],
+        default=["http", "growth", "replay", "import", "backtest", "memory", "accounts", "dispatch", "history"],
     )
+    parser.add_argument("--history-rounds", type=int, default=40, help="rounds of each read in the history benchmark")
     parser.add_argument("--dispatch-rounds", type=int, default=200, help="jobs the dispatch benchmark runs through")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per throughput figure")
     parser.add_argument("--sizes", default="1000,10000,100000", help="board sizes for the growth benchmark")
@@ -995,6 +997,15 @@ def main() -> int:
             results["accounts"] = accounts(work, args.seconds, args.database)
         if "dispatch" in args.which:
             results["dispatch"] = dispatch(work, args.dispatch_rounds, args.database)
+        if "history" in args.which:
+            # SQLite, and PostgreSQL with --database (its own databases are made beside the one named there).
+            results["history"] = flat_history.history(
+                work / "history-flat",
+                sizes=list(flat_history.SIZES),
+                backends=["sqlite", *(["postgresql"] if args.database else [])],
+                rounds=args.history_rounds,
+                postgres=args.database or flat_history.POSTGRES,
+            )
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     path = out / f"{info['date'].replace(':', '')}.json"

@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 
 from peewee import (
@@ -488,6 +488,54 @@ def _archived_counts(migrator: SchemaMigrator) -> None:
     ArchivedCount.create_table(safe=False)
 
 
+def _scorecard_weeks(migrator: SchemaMigrator) -> None:
+    """The scorecard's kept days summed by week, and each rule version's counts beside its role's (what a rule has
+    earned reads them instead of its entries). The days whose decisions the archivist moved out keep their counts
+    (their entries are gone: nothing could count them again) and are summed by week here; the later ones have no
+    version counts, so they go, and the mark moves back before them: the jobs process counts them again from the
+    entries, which stay, adding to their weeks' sums."""
+
+    class ScorecardWeek(Model):  # the table as version 13 makes it
+        window_seconds = IntegerField()
+        week = CharField(max_length=10)
+        key = CharField(max_length=48)
+        count = IntegerField()
+
+        class Meta:
+            database = migrator.database
+            table_name = "scorecard_week"
+            legacy_table_names = False
+            primary_key = CompositeKey("window_seconds", "week", "key")
+
+    ScorecardWeek.create_table(safe=False)
+    database = migrator.database
+    (archived,) = database.execute_sql(
+        'SELECT MAX("hour") FROM "archived_count" WHERE "kind" = %s'.replace("%s", database.param), ["decisions"]
+    ).fetchone()
+    if archived is None:
+        database.execute_sql('DELETE FROM "scorecard_day"')
+        database.execute_sql('UPDATE "scorecard_mark" SET "through" = NULL, "version" = "version" + 1')
+        return
+    first = models.stored_day(archived[:10]) + timedelta(days=1)
+    first_kept = first.isoformat()
+    database.execute_sql('DELETE FROM "scorecard_day" WHERE "day" >= %s'.replace("%s", database.param), [first_kept])
+    last = (first - timedelta(days=1)).isoformat()
+    database.execute_sql(
+        'UPDATE "scorecard_mark" SET "through" = CASE WHEN "through" > %s THEN %s ELSE "through" END, '
+        '"version" = "version" + 1'.replace("%s", database.param),
+        [last, last],
+    )
+    monday = (
+        """to_char(date_trunc('week', "day"::date), 'YYYY-MM-DD')"""
+        if isinstance(database, PostgresqlDatabase)
+        else """date("day", '-6 days', 'weekday 1')"""
+    )
+    database.execute_sql(
+        f'INSERT INTO "scorecard_week" ("window_seconds", "week", "key", "count") '  # noqa: S608
+        f'SELECT "window_seconds", {monday}, "key", SUM("count") FROM "scorecard_day" GROUP BY 1, 2, 3'
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -509,6 +557,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
         _worker_boundary,
     ),
     (12, "how many rows of each kind the archivist moved out, per hour", _archived_counts),
+    (13, "the scorecard's kept days summed by week too, and by rule version: counted again", _scorecard_weeks),
 ]
 
 

@@ -387,6 +387,20 @@ class ScorecardDay(BaseModel):
         primary_key = CompositeKey("window_seconds", "day", "key")
 
 
+class ScorecardWeek(BaseModel):
+    """The kept days' counts summed by week (`week` the Monday that starts it), kept with them: a long range reads its
+    whole weeks here and only the days at its ends in `ScorecardDay`. A week's row holds the days of it counted so
+    far; it is read only for a week whose every day is counted."""
+
+    window_seconds = IntegerField()
+    week = DayField(max_length=10)  # YYYY-MM-DD, a Monday, UTC
+    key = CharField(max_length=48)
+    count = IntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("window_seconds", "week", "key")
+
+
 class ScorecardMark(BaseModel):
     """How far the settled days of one window length are counted: every day up to `through` (YYYY-MM-DD) has its
     counts in `ScorecardDay`, or has no entries. `version` is bumped by every change, so that a count made while
@@ -567,6 +581,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     Account,
     ScorecardEntry,
     ScorecardDay,
+    ScorecardWeek,
     ScorecardMark,
     RouterPolicyVersion,
     DispatchJob,

@@ -10,6 +10,7 @@ from storage.db import transaction
 # router's policy versions are not the board's: they stay too (`svc demo` adopts its own policy as a new version).
 _EMPTIED = (
     models.ScorecardDay,
+    models.ScorecardWeek,
     models.ScorecardEntry,
     models.AcceptedEvent,
     models.RouterDecision,

@@ -1,7 +1,7 @@
 """The `svc import` command: open the database (migrated, as every command that writes does), stream the file
-through the router's record-only switch (`domain/router/history.py`), print the counts on standard output and each
-rejected line on standard error. Exit 0, or 1 when a line was rejected, 2 when the file or the database cannot be
-used."""
+through the router's record-only switch (`domain/router/history.py`), count the scorecard's settled days again (as
+the jobs process does every minute), print the counts on standard output and each rejected line on standard error.
+Exit 0, or 1 when a line was rejected, 2 when the file or the database cannot be used."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from peewee import InterfaceError, OperationalError
 from domain.clock import Clock, system_clock
 from domain.config import Config
 from domain.router.history import import_history
+from domain.router.scorecard import keep_settled_days
 from domain.services import build_services
 from storage import db, migrations
 
@@ -30,6 +31,10 @@ def run(config: Config, file: str, *, out: TextIO, err: TextIO, clock: Clock = s
         router = build_services(config, clock).router
         with db.connection():
             summary = import_history(handle, lambda batch: router.receive_batch(batch, record_only=True))
+            # The settled days it recorded are counted now, as the jobs process would within the minute: the
+            # scorecard reads their kept counts at once, not the rows just imported, even where no jobs process runs.
+            while keep_settled_days(now=clock()):
+                pass
     except (OperationalError, InterfaceError) as exc:
         # A person typing the command gets the reason, not a traceback (its first line: never a query's values).
         # What was committed before stays; importing the file again skips it as duplicates.

@@ -15,11 +15,14 @@ over the blocked decisions it failed.
 What it needs is kept as it happens, never found by scanning history per request: each judged decision leaves a
 `scorecard_entry` when it is recorded, and a signal marks the entries it takes up (`record_signal`). For the
 default window (a day), the jobs process counts each whole day whose every window has closed once and keeps its
-counts (`keep_settled_days`: a row per key of each day that has entries, and a mark, "counted through day D", so
-that a day up to D without rows is known to be empty). A read writes nothing: it takes the kept days inside its
-range and scans only the entries of the days cut by its range or not counted yet; any other window scans its range.
-A range is clamped to the first entry, so a century costs what the history holds. Whatever records entries or
-signals at a past time (`svc import`) drops the kept days from the first it touched (`forget_days_from`).
+counts (`keep_settled_days`: a row per key of each day that has entries, each rule version's keys too, their sums
+by week, and a mark, "counted through day D", so that a day up to D without rows is known to be empty). A read
+writes nothing: it takes the kept weeks inside its range, the kept days of the weeks it cuts, and only the entries of
+the days cut by its range or not counted yet, which the database counts in groups (`_tally`); any other window counts
+its range so. A year costs a row a key of each week, however many decisions it holds; a rule's standing
+(`rule_agreement`) reads its version's keys the same way. A range is clamped to the first entry, so a century costs
+what the history holds. Whatever records entries or signals at a past time (`svc import`) drops the kept days from
+the first it touched (`forget_days_from`).
 
 The archivist (`domain/ops/archivist.py`) moves old decisions out, and their entries with them: it first has every
 settled day counted (`keep_through`) and moves only decisions of counted days, whose counts stay. A read's range is
@@ -144,9 +147,15 @@ def roles_taken_up_by(envelope: dict[str, Any]) -> tuple[str, ...]:
 
 
 def classify(outcome: str, evaluated_at: datetime, taken_up_at: datetime | None, *, window: timedelta, now: datetime):
-    if taken_up_at is not None and taken_up_at - evaluated_at <= window:
+    taken = taken_up_at is not None and taken_up_at - evaluated_at <= window
+    return class_of(outcome, taken=taken, closed=evaluated_at + window <= now)
+
+
+def class_of(outcome: str, *, taken: bool, closed: bool) -> str:
+    """A decision's class: taken up within its window, else judged once the window has closed, else pending."""
+    if taken:
         return CONFIRMED if outcome == WOULD_DISPATCH else OVERRIDDEN
-    if evaluated_at + window <= now:
+    if closed:
         return NOT_TAKEN_UP if outcome == WOULD_DISPATCH else HELD
     return PENDING
 
@@ -156,6 +165,16 @@ def _keys(role: str, outcome: str, failed_gates: str, cls: str) -> list[str]:
     if outcome in HELD_BACK and failed_gates:
         keys.extend(f"gate:{gate}:{cls}" for gate in failed_gates.split(","))
     return keys
+
+
+def _version_key(rule_version: str, cls: str) -> str:
+    """A rule version's count of one class, kept beside the role's (what a rule has earned reads them)."""
+    return f"{VERSION_PREFIX}{rule_version}:{cls}"
+
+
+VERSION_PREFIX = "version:"
+# The keys the scorecard's numbers are made of (a rule version's are read only for its standing).
+NUMBER_PREFIXES = ("rule:", "gate:")
 
 
 def wilson(agreeing: int, settled: int) -> dict[str, Any]:
@@ -250,8 +269,9 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
     first_day = _day_at_or_after(start)
     last_day = min(until.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
     if last_day is not None and last_day >= first_day:
-        for day, counts in rows.days(seconds, first_day, last_day).items():
-            add(day, counts)
+        for week, counts in _kept(seconds, first_day, last_day, prefixes=NUMBER_PREFIXES):
+            total.update(counts)
+            by_week.setdefault(week, Counter()).update(counts)
         # The part of the range before the first kept day, and after the last.
         _scan(start, _midnight(first_day), window=window, now=now, add=add)
         _scan(_midnight(last_day + timedelta(days=1)), until, window=window, now=now, add=add)
@@ -263,6 +283,26 @@ def scorecard(*, now: datetime, since: datetime | None, until: datetime | None, 
         by_week.setdefault(week, Counter())
         week += timedelta(days=7)
     return Scorecard(seconds, since, until, total, sorted(by_week.items()))
+
+
+def _kept(seconds: int, first: date, last: date, *, prefixes: tuple[str, ...]) -> list[tuple[date, dict[str, int]]]:
+    """The kept counts from day `first` to day `last` (inclusive, every one of them counted), as (its week's
+    Monday, key -> count) parts: each whole week's sums, and the days of the weeks cut at either end (at most six
+    each), so a long range reads a row a key of each week, however many decisions it holds."""
+    whole_from = first + timedelta(days=(7 - first.weekday()) % 7)  # the first Monday on or after `first`
+    whole_to = _week(last + timedelta(days=1)) - timedelta(days=7)  # the Monday of the last week ending by `last`
+    if whole_from > whole_to:
+        days = [(first, last)]
+        weeks: dict[date, dict[str, int]] = {}
+    else:
+        days = [(first, whole_from - timedelta(days=1)), (whole_to + timedelta(days=7), last)]
+        weeks = rows.kept_weeks(seconds, whole_from, whole_to, prefixes=prefixes)
+    found = list(weeks.items())
+    for since, until in days:
+        if since <= until:
+            for day, counts in rows.kept_days(seconds, since, until, prefixes=prefixes).items():
+                found.append((_week(day), counts))
+    return found
 
 
 def _first_day(seconds: int) -> date | None:
@@ -284,11 +324,31 @@ def _counted_through(seconds: int) -> date | None:
 
 
 def _scan(since: datetime, until: datetime, *, window: timedelta, now: datetime, add) -> None:
+    for (day, role, outcome, failed, _version, cls), count in _tally(since, until, window=window, now=now).items():
+        add(day, dict.fromkeys(_keys(role, outcome, failed, cls), count))
+
+
+def _tally(
+    since: datetime, until: datetime, *, window: timedelta, now: datetime, rule_version: str | None = None
+) -> Counter:
+    """The entries evaluated in [since, until) (under `rule_version`, when given), judged at `now` as `classify`
+    judges one, counted by (day, role, outcome, failed gates, rule version, class). The database counts them in
+    groups (`rows.tally`: taken up within the window or not, its window closed or not); each group's class is
+    named here."""
+    found: Counter = Counter()
     if since >= until:
-        return
-    for _id, role, outcome, failed, evaluated, taken in rows.entries(since, until):
-        cls = classify(outcome, evaluated, taken, window=window, now=now)
-        add(evaluated.date(), dict.fromkeys(_keys(role, outcome, failed, cls), 1))
+        return found
+    groups = rows.tally(
+        since,
+        until,
+        window_seconds=int(window.total_seconds()),
+        closed_at_or_before=now - window,
+        rule_version=rule_version,
+    )
+    for day, role, outcome, failed, version, taken, closed, count in groups:
+        cls = class_of(outcome, taken=taken, closed=closed)
+        found[(day, role, outcome, failed, version, cls)] += count
+    return found
 
 
 # -- kept by the jobs process --------------------------------------------------------------------------------
@@ -321,7 +381,10 @@ def keep_settled_days(*, now: datetime, at_most: int = DAYS_PER_STEP) -> bool:
             first = following.astimezone(UTC).date()
             reached = min(settled, first + timedelta(days=at_most - 1))
             counted = _count_days(first, reached, window=window, now=now)
-        if not rows.keep_days(seconds, counted, through=reached, version=version):
+        weeks: dict[date, Counter] = {}
+        for day, counts in counted.items():
+            weeks.setdefault(_week(day), Counter()).update(counts)
+        if not rows.keep_days(seconds, counted, weeks=weeks, through=reached, version=version):
             raise units.StaleRead("the scorecard's kept days were dropped while they were counted")
         return reached < settled
 
@@ -360,13 +423,14 @@ def _count_days(first: date, last: date, *, window: timedelta, now: datetime) ->
     """day -> key -> count, of the entries evaluated from `first` to `last` (inclusive); days without any are left
     out."""
     counted: dict[date, dict[str, int]] = {}
-    for _id, role, outcome, failed, evaluated, taken in rows.entries(
-        _midnight(first), _midnight(last + timedelta(days=1))
-    ):
-        cls = classify(outcome, evaluated, taken, window=window, now=now)
-        counts = counted.setdefault(evaluated.date(), {})
-        for key in _keys(role, outcome, failed, cls):
-            counts[key] = counts.get(key, 0) + 1
+    tally = _tally(_midnight(first), _midnight(last + timedelta(days=1)), window=window, now=now)
+    for (day, role, outcome, failed, version, cls), count in tally.items():
+        counts = counted.setdefault(day, {})
+        keys = _keys(role, outcome, failed, cls)
+        if version is not None:
+            keys.append(_version_key(version, cls))
+        for key in keys:
+            counts[key] = counts.get(key, 0) + count
     return counted
 
 
@@ -374,12 +438,31 @@ def rule_agreement(rule: Rule, *, since: datetime, now: datetime, window: timede
     """One rule's agreement (`wilson`'s rate, low, high and settled) over its decisions evaluated in [since, now)
     under its present version (`rule.version`: its name, role and conditions), judged at `now` as the scorecard
     judges them: what a rule has earned before it may go live (`policy_versions.judge`)."""
-    counts: Counter = Counter()
-    if rule.role in ROLES:
-        for _id, role, outcome, failed, evaluated, taken in rows.entries(since, now, rule_version=rule.version):
-            counts.update(_keys(role, outcome, failed, classify(outcome, evaluated, taken, window=window, now=now)))
-        return _rule_numbers(counts, rule.role)["agreement"]
-    return wilson(0, 0)
+    if rule.role not in ROLES:
+        return wilson(0, 0)
+    by_class: Counter = Counter()
+    version = rule.version
+    # Clamped to the first entry's midnight (or the first kept day's), as the scorecard is: its first day whole, so
+    # read from the kept counts.
+    seconds = int(window.total_seconds())
+    first = _first_day(seconds)
+    start = max(since, _midnight(first)) if first is not None else now
+    through = _counted_through(seconds)
+    first_day = _day_at_or_after(start)
+    last_day = min(now.astimezone(UTC).date() - timedelta(days=1), through) if through is not None else None
+    if last_day is not None and last_day >= first_day:
+        # The whole days the jobs process counted: the version's kept counts.
+        prefix = _version_key(version, "")
+        for _, counts in _kept(KEPT_WINDOW_SECONDS, first_day, last_day, prefixes=(prefix,)):
+            by_class.update({key.removeprefix(prefix): count for key, count in counts.items()})
+        parts = ((start, _midnight(first_day)), (_midnight(last_day + timedelta(days=1)), now))
+    else:
+        parts = ((start, now),)
+    for part_since, part_until in parts:
+        for key, count in _tally(part_since, part_until, window=window, now=now, rule_version=version).items():
+            by_class[key[-1]] += count
+    counts = Counter({f"rule:{rule.role}:{cls}": count for cls, count in by_class.items()})
+    return _rule_numbers(counts, rule.role)["agreement"]
 
 
 # The most decision ids `decisions_behind` gives (newest first).

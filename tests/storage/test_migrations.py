@@ -78,7 +78,9 @@ def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch, declared
 
 
 # Tables that a migration empties on purpose (caches counted again from kept rows): table -> that migration.
-EMPTIED = {"scorecard_day": 8}  # the scorecard's kept days: the jobs process counts them again from the entries
+# The scorecard's kept days (8: counted by the jobs process up to a mark; 13: with each rule version's counts and
+# their sums by week): the jobs process counts them again from the entries.
+EMPTIED = {"scorecard_day": 13}
 
 
 @pytest.mark.parametrize("version", FROZEN)
@@ -110,6 +112,39 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
     )
     # Version 1 had no stage counts: migration 2 counts the tickets that are there.
     assert {row["stage"]: row["tickets"] for row in after["stage_count"]} == STAGE_COUNTS
+
+
+def test_the_scorecards_weeks_keep_the_archived_days_counts_and_count_the_rest_again(scratch):
+    """Migration 13: the kept days whose decisions were archived (their entries gone) stay and are summed by week;
+    the later ones go, and the mark moves back before them, to be counted again with their rule versions."""
+    url = scratch.url()
+    bind(url)
+    before_weeks = [m for m in migrations.MIGRATIONS if m[0] < 13]
+    assert migrations.migrate(before_weeks)[-1] == 12
+    database = storage_db.db.obj
+    p = database.param
+    with storage_db.connection():
+        database.execute_sql(
+            f'INSERT INTO "archived_count" ("kind", "hour", "count") VALUES ({p}, {p}, {p})',  # noqa: S608
+            ["decisions", "2026-03-04T23", 5],
+        )
+        for day, count in (("2026-03-02", 2), ("2026-03-04", 3), ("2026-03-05", 7)):  # a Monday, a Wednesday, then
+            database.execute_sql(
+                f'INSERT INTO "scorecard_day" ("window_seconds", "day", "key", "count") VALUES ({p}, {p}, {p}, {p})',  # noqa: S608
+                [86400, day, "rule:coder:confirmed", count],
+            )
+        database.execute_sql(
+            f'INSERT INTO "scorecard_mark" ("window_seconds", "through", "version") VALUES ({p}, {p}, {p})',  # noqa: S608
+            [86400, "2026-03-20", 4],
+        )
+    assert migrations.migrate() == [13]
+    with storage_db.connection():
+        days = database.execute_sql('SELECT "day", "count" FROM "scorecard_day" ORDER BY "day"').fetchall()
+        weeks = database.execute_sql('SELECT "week", "key", "count" FROM "scorecard_week"').fetchall()
+        mark = database.execute_sql('SELECT "through", "version" FROM "scorecard_mark"').fetchall()
+    assert [tuple(row) for row in days] == [("2026-03-02", 2), ("2026-03-04", 3)]
+    assert [tuple(row) for row in weeks] == [("2026-03-02", "rule:coder:confirmed", 5)]
+    assert [tuple(row) for row in mark] == [("2026-03-04", 5)]
 
 
 def test_a_forgotten_migration_is_found(scratch, declared):

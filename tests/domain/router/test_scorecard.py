@@ -215,6 +215,59 @@ def test_kept_counts_equal_a_full_scan_at_every_mark(api, clock, db_session):
     assert card(api) == scanned and ScorecardDay.select().count() > 0
 
 
+@pytest.mark.both_backends
+def test_a_window_is_judged_to_the_microsecond_where_the_database_counts(api, clock):
+    """The database counts the days not kept yet (`storage.scorecard.tally`): taken up exactly a window after, it is
+    confirmed, a microsecond later it is not; a decision exactly a window old is judged, a younger one is pending:
+    as `classify` judges a decision alone (the decisions behind a number)."""
+    seed_board(api, tickets={f"PORT-{i}": "queued" for i in range(1, 5)})
+    clock.advance(microseconds=123_457)
+    for key in ("PORT-1", "PORT-2"):
+        route(api, envelope("state_changed", key, at=clock()))
+    clock.advance(seconds=1)
+    route(api, envelope("state_changed", "PORT-3", at=clock()))
+    clock.advance(hours=2, seconds=-1)
+    route(api, envelope("opened", "PORT-1", actor="github:mona", at=clock()))  # taken up exactly 2 h after
+    clock.advance(microseconds=1)
+    route(api, envelope("opened", "PORT-2", actor="github:mona", at=clock()))  # 2 h and a microsecond after
+    clock.advance(seconds=1, microseconds=-2)
+    route(api, envelope("state_changed", "PORT-4", at=clock()))  # a microsecond old when the scorecard is read
+    clock.advance(microseconds=1)  # PORT-3's decision is exactly 2 h old now
+    coder = card(api, "?window_seconds=7200")["rules"]["coder"]
+    assert counts(coder) == {"confirmed": 1, "not_taken_up": 2, "held": 0, "overridden": 0, "pending": 1}
+
+
+@pytest.mark.both_backends
+def test_whole_weeks_and_a_rules_standing_read_from_kept_counts_equal_a_full_scan(api, clock, db_session):
+    """Seventeen days: the weeks' sums, counted over several steps, and the days at a range's ends give what the
+    entries give, for the scorecard, a range cut mid-week and the coder rule's standing; dropping the days from the
+    middle of a week (as an import does) and counting again, too."""
+    from domain import units
+    from domain.policy.document import Policy
+    from domain.router.scorecard import forget_days_from, keep_settled_days, rule_agreement
+    from storage.models import ScorecardWeek
+
+    _history(api, clock, days=17)
+    coder = next(rule for rule in Policy(frozenset()).rules if rule.name == "coder")
+    since = (clock() - timedelta(days=15, hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def read() -> tuple:
+        standing = rule_agreement(coder, since=clock() - timedelta(days=14), now=clock())
+        return card(api), card(api, f"?since={since}"), standing
+
+    scanned = read()
+    assert scanned[0]["rules"]["coder"]["confirmed"] == 17 and scanned[2]["settled"] > 0
+    while keep_settled_days(now=clock(), at_most=3):
+        assert read() == scanned
+    assert read() == scanned
+    assert ScorecardWeek.select().count() > 0
+    units.run(lambda: forget_days_from(clock() - timedelta(days=9)))
+    assert read() == scanned
+    while keep_settled_days(now=clock(), at_most=5):
+        pass
+    assert read() == scanned
+
+
 def test_a_range_that_ends_before_it_starts_is_refused(api):
     answer = api.get("/api/v1/router/scorecard?since=2026-03-02T00:00:00Z&until=2026-03-01T00:00:00Z")
     assert answer.status_code == 400
