@@ -3,6 +3,7 @@ keeps its rows; so does a fresh one. A model changed without its migration fails
 
 from __future__ import annotations
 
+import re
 import subprocess
 from datetime import UTC, datetime
 
@@ -153,6 +154,12 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
             ("PORT-3", None, None),
             ("PORT-4", None, None),
         ]
+    if 3 <= version < 11:
+        # 11: each account gets a principal of its own, and a worker its bay: its name.
+        accounts = sorted(after["account"], key=lambda r: r["name"])
+        assert [(row["name"], row["bay"]) for row in accounts] == [("ada", None), ("bay-1", "bay-1")]
+        principals = {row["principal"] for row in accounts}
+        assert len(principals) == 2 and all(re.fullmatch(r"[0-9a-f]{32}", p) for p in principals), principals
     if version == 12:
         # 13: the archived days it kept are summed by their week (the Monday that starts it).
         assert [(row["week"], row["key"], row["count"]) for row in after["scorecard_week"]] == [
