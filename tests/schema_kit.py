@@ -16,6 +16,8 @@ from storage import migrations
 from storage.db import open_database
 
 AT = "2026-11-20 08:00:00"
+# The last day whose decisions the archivist moved out (ROWS["archived_count"], from schema version 12).
+ARCHIVED_THROUGH = "2026-10-30"
 
 
 class ScratchDatabases:
@@ -139,6 +141,9 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "waiting_on": waiting_on,
             "needs_you": needs_you,
             "version": 1,
+            # Schema version 10: a ticket's queued or running job (see dispatch_job).
+            "job_id": 1 if key == "PORT-2" else None,
+            "job_state": "running" if key == "PORT-2" else None,
             "stage_changed_at": AT,
             "created_at": AT,
             "updated_at": AT,
@@ -158,6 +163,20 @@ ROWS: dict[str, list[dict[str, Any]]] = {
     ],
     "setting": [{"key": "writing.automation", "value": '{"enabled":true}', "updated_at": AT, "updated_by": "admin"}],
     "slot": [{"name": "bay-1", "created_at": AT, "last_activity_at": AT}],
+    # Schema version 3: an admin and the worker of bay-1 (a worker's account is named after its bay). Version 11
+    # gives each account a principal of its own (32 hex digits) and a worker its bay.
+    "account": [
+        {
+            "name": name,
+            "role": role,
+            "password_hash": "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo",
+            "created_at": AT,
+            "password_changed_at": AT,
+            "principal": principal,
+            "bay": bay,
+        }
+        for name, role, principal, bay in [("ada", "admin", "a" * 32, None), ("bay-1", "worker", "b" * 32, "bay-1")]
+    ],
     "slot_claim": [{"slot_name": "bay-1", "ticket_key": "PORT-2", "claimed_at": AT}],
     "wallet": [{"id": 1, "budget": 25.0, "spent": 4.5, "locked": False, "updated_at": AT}],
     "outbox_message": [
@@ -197,9 +216,25 @@ ROWS: dict[str, list[dict[str, Any]]] = {
     # The first (and only) decision gets id 1.
     "accepted_event": [{"event_id": "evt-1", "decision_id": 1, "received_at": AT}],
     "job_state": [{"job": "pulse", "last_slot": AT, "last_started_at": AT, "last_finished_at": AT}],
+    # A day whose decisions the archivist has moved out (ARCHIVED_THROUGH), and the day after it, whose entries are
+    # kept.
     "scorecard_day": [
-        {"window_seconds": 86400, "day": "2026-11-01", "key": "rule:coder:confirmed", "count": 3},
-        {"window_seconds": 86400, "day": "2026-11-01", "key": "day:counted", "count": 3},
+        {"window_seconds": 86400, "day": "2026-10-30", "key": "rule:coder:confirmed", "count": 2},
+        {"window_seconds": 86400, "day": "2026-10-31", "key": "rule:coder:confirmed", "count": 3},
+        {"window_seconds": 86400, "day": "2026-10-31", "key": "day:counted", "count": 3},
+    ],
+    # Schema version 8: one mark per window length (its key), through the last day counted; bumped on every change.
+    "scorecard_mark": [{"window_seconds": 86400, "through": "2026-11-01", "version": 4}],
+    # Schema version 12: the archivist moved out decisions up to the last hour of ARCHIVED_THROUGH.
+    "archived_count": [
+        {"kind": "decisions", "hour": "2026-10-29 09", "count": 1},
+        {"kind": "decisions", "hour": f"{ARCHIVED_THROUGH} 23", "count": 2},
+    ],
+    # Schema version 13: the kept days summed by week (the Monday that starts it): both days are in the week of
+    # Monday 2026-10-26.
+    "scorecard_week": [
+        {"window_seconds": 86400, "week": "2026-10-26", "key": "rule:coder:confirmed", "count": 5},
+        {"window_seconds": 86400, "week": "2026-10-26", "key": "day:counted", "count": 3},
     ],
     # One entry per decision (its key is the decision's id).
     "scorecard_entry": [
@@ -253,7 +288,8 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "replaces": 1,
         },
     ],
-    # Schema version 7: one job per decision (the key is unique), so one row for the one decision.
+    # Schema version 7: one job per decision (the key is unique), so one row for the one decision: PORT-2's, running
+    # (migration 10 gives the ticket its job and takes it off "needs you": the job is what it waits on now).
     "dispatch_job": [
         {
             "decision_id": 1,
@@ -261,7 +297,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "ticket": "PORT-2",
             "role": "coder",
             "rule": "coder",
-            "state": "succeeded",
+            "state": "running",
             "bay": "bay-1",
             "worker": "bay-1",
             "attempts": 0,
@@ -269,8 +305,30 @@ ROWS: dict[str, list[dict[str, Any]]] = {
             "claimed_at": AT,
             "heartbeat_at": AT,
             "leased_until": AT,
-            "finished_at": AT,
-            "result": '{"status":"no_changes"}',
+            "finished_at": None,
+            "result": None,
+            # Schema version 10: a running job has written nothing to the forge yet and has no failure.
+            "forge_state": "none",
+            # Schema version 11: the principal of the worker that claimed it.
+            "worker_principal": "b" * 32,
+        }
+    ],
+    # Schema version 10: a ticket has one pull request (its key); PORT-2's job is still running, so this one is the
+    # team's, found by its branch (no job opened it).
+    "pull_request": [
+        {
+            "ticket_key": "PORT-2",
+            "forge": "github",
+            "repo": "acme/site",
+            "number": 7,
+            "url": "https://github.com/acme/site/pull/7",
+            "branch": "PORT-2-printer",
+            "state": "open",
+            "head_sha": "a" * 40,
+            "merge_commit_sha": None,
+            "job_id": None,
+            "green_at": AT,
+            "updated_at": AT,
         }
     ],
 }

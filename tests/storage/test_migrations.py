@@ -3,6 +3,7 @@ keeps its rows; so does a fresh one. A model changed without its migration fails
 
 from __future__ import annotations
 
+import re
 import subprocess
 from datetime import UTC, datetime
 
@@ -16,7 +17,16 @@ from storage.models import SchemaVersion
 
 from conftest import BACKEND
 from processes import SVC, ServiceProcess, free_port, svc_env
-from schema_kit import STAGE_COUNTS, ScratchDatabases, build_at, declared_schema, differences, live_schema, rows
+from schema_kit import (
+    ARCHIVED_THROUGH,
+    STAGE_COUNTS,
+    ScratchDatabases,
+    build_at,
+    declared_schema,
+    differences,
+    live_schema,
+    rows,
+)
 
 pytestmark = pytest.mark.both_backends
 
@@ -77,10 +87,33 @@ def test_a_fresh_database_gets_exactly_what_the_models_declare(scratch, declared
     assert migrations.current_version() == LATEST
 
 
-# Tables that a migration empties on purpose (caches counted again from kept rows): table -> that migration.
-# The scorecard's kept days (8: counted by the jobs process up to a mark; 13: with each rule version's counts and
-# their sums by week): the jobs process counts them again from the entries.
-EMPTIED = {"scorecard_day": 13}
+def changed_on_purpose(table: str, kept: list[dict], version: int) -> list[dict] | None:
+    """What upgrading a database at `version` makes of `kept`, its rows of `table` (schema_kit.ROWS), when a
+    migration changes them on purpose; None when none does (every row stays as it was)."""
+    if table == "ticket" and 7 <= version < 10:
+        # 10: a ticket whose job is queued or running (PORT-2's: jobs came with version 7) waits on that job, not on
+        # you.
+        return [{**row, "needs_you": False} if row["key"] == "PORT-2" else row for row in kept]
+    if table == "scorecard_day" and version < 13:
+        # 8: the days a read used to write (empty ones too) go; the jobs process counts the settled ones again.
+        if version < 8:
+            return []
+        # 13: the days after the archived decisions go (they have no rule version counts; the jobs process counts
+        # them again from their entries, which stay); the archived days stay, since their entries are gone. Before
+        # version 12 nothing was archived (no counts of it), so every day goes.
+        return [row for row in kept if version >= 12 and row["day"] <= ARCHIVED_THROUGH]
+    if table == "scorecard_mark" and version < 13:
+        # 13: the mark moves back before the days that went, so that the jobs process counts them again, and its
+        # version goes up, so that a count made before the upgrade is not kept.
+        return [
+            {
+                **row,
+                "through": min(row["through"], ARCHIVED_THROUGH) if version >= 12 else None,
+                "version": row["version"] + 1,
+            }
+            for row in kept
+        ]
+    return None
 
 
 @pytest.mark.parametrize("version", FROZEN)
@@ -99,14 +132,39 @@ def test_a_database_at_each_released_version_upgrades_to_the_models_and_keeps_it
     for table, kept in before.items():
         if table == "schema_version":
             continue
-        if table in EMPTIED and version < EMPTIED[table]:
-            assert after[table] == [], table  # a cache a later migration drops on purpose
-            continue
         columns = set(kept[0]) if kept else set()
-        # A column a later migration renamed keeps its values under its new name.
-        renamed = {new: old for (where, old), new in migrations.RENAMED_COLUMNS.items() if where == table}
+        # A column a later migration renamed keeps its values under its new name (a database at that migration's
+        # version or later has the new name already).
+        renamed = {
+            new: old for (where, old), new in migrations.RENAMED_COLUMNS.items() if where == table and old in columns
+        }
         upgraded = [{renamed.get(k, k): v for k, v in row.items()} for row in after[table]]
-        assert [{k: v for k, v in row.items() if k in columns} for row in upgraded] == kept, table
+        expected = changed_on_purpose(table, kept, version)
+        assert [{k: v for k, v in row.items() if k in columns} for row in upgraded] == (
+            kept if expected is None else expected
+        ), table
+    if version < 10:
+        # 10: each ticket gets its queued or running job (PORT-2's, if the database was at a version with jobs).
+        job = (1, "running") if version >= 7 else (None, None)
+        assert [
+            (row["key"], row["job_id"], row["job_state"]) for row in sorted(after["ticket"], key=lambda r: r["key"])
+        ] == [
+            ("PORT-1", None, None),
+            ("PORT-2", *job),
+            ("PORT-3", None, None),
+            ("PORT-4", None, None),
+        ]
+    if 3 <= version < 11:
+        # 11: each account gets a principal of its own, and a worker its bay: its name.
+        accounts = sorted(after["account"], key=lambda r: r["name"])
+        assert [(row["name"], row["bay"]) for row in accounts] == [("ada", None), ("bay-1", "bay-1")]
+        principals = {row["principal"] for row in accounts}
+        assert len(principals) == 2 and all(re.fullmatch(r"[0-9a-f]{32}", p) for p in principals), principals
+    if version == 12:
+        # 13: the archived days it kept are summed by their week (the Monday that starts it).
+        assert [(row["week"], row["key"], row["count"]) for row in after["scorecard_week"]] == [
+            ("2026-10-26", "rule:coder:confirmed", 2)
+        ]
     assert [row["version"] for row in sorted(after["schema_version"], key=lambda r: r["version"])] == list(
         range(1, LATEST + 1)
     )
@@ -161,7 +219,7 @@ def test_a_forgotten_migration_is_found(scratch, declared):
 
 def _rebuild_ticket(migrator):
     # On SQLite, changing a column's type rebuilds the table (copy, drop, rename): with foreign keys on, dropping
-    # `ticket` would cascade-delete its timeline entries and slot claims.
+    # `ticket` would cascade-delete its timeline entries, slot claims and pull requests.
     run_operations(
         migrator.add_column("ticket", "owner", CharField(max_length=64, null=True)),
         migrator.alter_column_type("ticket", "title", TextField()),
@@ -175,8 +233,14 @@ def test_a_migration_that_rebuilds_a_table_keeps_the_rows_that_refer_to_it(scrat
     before = rows(database)
     assert migrations.migrate([*migrations.MIGRATIONS, (LATEST + 1, "rebuild", _rebuild_ticket)]) == [LATEST + 1]
     after = rows(database)
-    assert after["timeline_entry"] == before["timeline_entry"]
-    assert after["slot_claim"] == before["slot_claim"]
+    referring = sorted(
+        table
+        for table, shape in live_schema(database).items()
+        if any(fk[1] == "ticket" for fk in shape["foreign_keys"])
+    )
+    assert {"pull_request", "slot_claim", "timeline_entry"} <= set(referring)  # read from the schema: these at least
+    for table in referring:
+        assert after[table] == before[table] != [], table
     assert [row["title"] for row in after["ticket"]] == [row["title"] for row in before["ticket"]]
     columns = live_schema(database)["ticket"]["columns"]
     assert columns["title"]["type"] == "text" and "owner" in columns
