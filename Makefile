@@ -7,7 +7,7 @@ TEST_POSTGRES_URL ?= postgresql://127.0.0.1:5432/test
 PYTEST_ARGS ?=
 # Test workers: the suite waits on processes, sockets and a browser more than it computes, so more workers than
 # cores pays (measured in docs/development.md). The slowest tests are printed at the end of every run.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 # The PostgreSQL pass's workers, while the SQLite pass runs beside it.
 TEST_POSTGRES_WORKERS ?= 2
 # pytest keeps the test modules it rewrites (for its assertion messages) as bytecode in __pycache__: with
