@@ -235,7 +235,7 @@ def documented_examples(operation) -> list:
 # every operation of the document. The writing operations' shards run on PostgreSQL too (`make test`'s second pass):
 # what they store, and refuse to store, is the database's to get right; the reading ones' answers do not depend on it.
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-SHARDS = {"write": 4, "read": 2}
+SHARDS = {"write": 6, "read": 4}
 
 
 @pytest.mark.parametrize(
