@@ -46,13 +46,17 @@ class Kind:
     states: tuple[Field, Collection[str]] | None = None
     final_tickets: Collection[str] | None = None
     # Decisions: none that a dispatch job still refers to (deleting it would take the job with it), and a judged one
-    # (with a scorecard entry, which goes with it) only from a day whose scorecard counts are kept.
+    # (with a scorecard entry, which stays) only from a day whose scorecard counts are kept.
     unreferenced: bool = False
 
     def old(self, before: datetime, scored_before: datetime | None = None) -> Expression:
         """What may leave: older than `before`, and for a decision with a scorecard entry, than `scored_before` too
         (None: no judged decision may leave)."""
-        where = self.time < before
+        # The newest row of its table never leaves: SQLite numbers a new row one past the largest id there is, so
+        # moving the newest out would hand its id to the next row (an archive line and a scorecard entry would then
+        # name two rows). It leaves once a newer one is there.
+        newest = self.model.alias()
+        where = (self.time < before) & (self.model.id < newest.select(fn.MAX(newest.id)))
         if self.states is not None:
             column, values = self.states
             where &= column.in_(sorted(values))

@@ -509,6 +509,7 @@ def _scorecard_weeks(migrator: SchemaMigrator) -> None:
 
     ScorecardWeek.create_table(safe=False)
     database = migrator.database
+    _entries_outlive_their_decisions(migrator)
     (archived,) = database.execute_sql(
         'SELECT MAX("hour") FROM "archived_count" WHERE "kind" = %s'.replace("%s", database.param), ["decisions"]
     ).fetchone()
@@ -536,6 +537,32 @@ def _scorecard_weeks(migrator: SchemaMigrator) -> None:
     )
 
 
+def _entries_outlive_their_decisions(migrator: SchemaMigrator) -> None:
+    """Part of 13: a scorecard entry no longer refers to its decision's row, so archiving the decision keeps the entry
+    and the scorecard's answer over any range and window. PostgreSQL drops the constraint; SQLite cannot, so the
+    table is made again without it (foreign keys are off for the run), its rows and indexes as they were."""
+    database = migrator.database
+    if isinstance(database, PostgresqlDatabase):
+        apply_operations(migrator.drop_foreign_key_constraint("scorecard_entry", "decision_id"))
+        return
+    columns = (
+        '"decision_id" INTEGER NOT NULL PRIMARY KEY, "subject_id" VARCHAR(128) NOT NULL, "role" VARCHAR(16) NOT NULL, '
+        '"outcome" VARCHAR(16) NOT NULL, "failed_gates" VARCHAR(128) NOT NULL, "evaluated_at" DATETIME NOT NULL, '
+        '"taken_up_at" DATETIME, "rule" VARCHAR(64), "rule_version" VARCHAR(12)'
+    )
+    names = '"decision_id", "subject_id", "role", "outcome", "failed_gates", "evaluated_at", "taken_up_at", "rule", "rule_version"'
+    database.execute_sql(f'CREATE TABLE "scorecard_entry_kept" ({columns})')
+    database.execute_sql(f'INSERT INTO "scorecard_entry_kept" ({names}) SELECT {names} FROM "scorecard_entry"')  # noqa: S608
+    database.execute_sql('DROP TABLE "scorecard_entry"')
+    database.execute_sql('ALTER TABLE "scorecard_entry_kept" RENAME TO "scorecard_entry"')
+    for name, on in (
+        ("subject_id_role_taken_up_at", '"subject_id", "role", "taken_up_at"'),
+        ("evaluated_at", '"evaluated_at"'),
+        ("rule_version_evaluated_at", '"rule_version", "evaluated_at"'),
+    ):
+        database.execute_sql(f'CREATE INDEX "scorecard_entry_{name}" ON "scorecard_entry" ({on})')
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -557,7 +584,12 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
         _worker_boundary,
     ),
     (12, "how many rows of each kind the archivist moved out, per hour", _archived_counts),
-    (13, "the scorecard's kept days summed by week too, and by rule version: counted again", _scorecard_weeks),
+    (
+        13,
+        "the scorecard's kept days summed by week too, and by rule version: counted again; its entries outlive their "
+        "decisions",
+        _scorecard_weeks,
+    ),
 ]
 
 

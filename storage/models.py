@@ -353,7 +353,9 @@ class ScorecardEntry(BaseModel):
     """A decision the scorecard judges (a matched rule about a ticket, dispatched or blocked), kept as it is
     recorded, and when the team first took that work up after it (`domain/router/scorecard.py`)."""
 
-    decision = ForeignKeyField(RouterDecision, column_name="decision_id", primary_key=True, on_delete="CASCADE")
+    # The decision's id, not a reference to its row: the entry outlives the decision when the archivist moves that
+    # out (schema version 13), so the scorecard answers the same over any range and window before and after.
+    decision = BigIntegerField(column_name="decision_id", primary_key=True)
     subject_id = CharField(max_length=128)
     role = CharField(max_length=16)
     outcome = CharField(max_length=16)

@@ -12,7 +12,8 @@ a row as one stream) before any row is deleted; a row whose line the file holds 
 again. A crash between the two leaves the rows in the database and their lines in the file: the next run writes
 none of them again and deletes them.
 
-The scorecard keeps its counts: before decisions go (and their scorecard entries with them), every settled day is
+The scorecard keeps its counts: its entries stay when their decisions go (they hold the decision's id, not a
+reference to its row), and before decisions go every settled day is
 counted (`scorecard.keep_through`, injected: the router hears the ops agents, not the other way round), and a judged
 decision (one with a scorecard entry) goes only from a counted day. Each delete is counted per hour in its own
 transaction (`ArchivedCount`): a backtest over an archived range says how many decisions it could not read.

@@ -24,7 +24,7 @@ its range so. A year costs a row a key of each week, however many decisions it h
 what the history holds. Whatever records entries or signals at a past time (`svc import`) drops the kept days from
 the first it touched (`forget_days_from`).
 
-The archivist (`domain/ops/archivist.py`) moves old decisions out, and their entries with them: it first has every
+The archivist (`domain/ops/archivist.py`) moves old decisions out and leaves their entries: it first has every
 settled day counted (`keep_through`) and moves only decisions of counted days, whose counts stay. A read's range is
 clamped to the first kept day as well as the first entry, and the days archived are never dropped nor counted again.
 """
@@ -411,8 +411,8 @@ def forget_days_from(moment: datetime) -> None:
     signal takes up decisions up to a window before it) are dropped, and counted again (`keep_settled_days`). Call
     inside the unit of work that records them."""
     day = (moment - DEFAULT_WINDOW).astimezone(UTC).date()
-    # The days whose decisions were archived keep their counts for good: their entries are gone, and a count made
-    # again would miss them (what is recorded on such a day now is not counted).
+    # The days whose decisions were archived keep their counts for good, counted once as they were (what is
+    # recorded on such a day now is not counted).
     archived = archive.last_day(archive.DECISIONS)
     if archived is not None:
         day = max(day, archived + timedelta(days=1))

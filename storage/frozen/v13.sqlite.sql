@@ -1,5 +1,5 @@
 -- svc schema version 13, SQLite: the DDL of this release's tables and indexes. Frozen: never edit.
--- Written by scripts/freeze_schema.py from storage/models.py at 1f2955d.
+-- Written by scripts/freeze_schema.py from storage/models.py at c087a06.
 CREATE TABLE IF NOT EXISTS "router_decision" ("id" INTEGER NOT NULL PRIMARY KEY, "event_id" VARCHAR(200), "evaluated_at" DATETIME NOT NULL, "mode" VARCHAR(16) NOT NULL, "source" VARCHAR(16), "kind" VARCHAR(32), "subject_id" VARCHAR(128), "outcome" VARCHAR(16) NOT NULL, "role" VARCHAR(16), "gates" TEXT NOT NULL, "envelope" TEXT, "errors" TEXT, "policy" TEXT, "facts" TEXT, "rule" VARCHAR(64), "dispatched" INTEGER NOT NULL, "job_id" INTEGER, "held" INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS "router_decision_outcome_id" ON "router_decision" ("outcome", "id");
 CREATE INDEX IF NOT EXISTS "router_decision_source_id" ON "router_decision" ("source", "id");
@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS "router_policy_version" ("id" INTEGER NOT NULL PRIMAR
 CREATE UNIQUE INDEX IF NOT EXISTS "router_policy_version_replaces" ON "router_policy_version" ("replaces");
 CREATE TABLE IF NOT EXISTS "schema_version" ("version" INTEGER NOT NULL PRIMARY KEY, "applied_at" DATETIME NOT NULL);
 CREATE TABLE IF NOT EXISTS "scorecard_day" ("window_seconds" INTEGER NOT NULL, "day" VARCHAR(10) NOT NULL, "key" VARCHAR(48) NOT NULL, "count" INTEGER NOT NULL, PRIMARY KEY ("window_seconds", "day", "key"));
-CREATE TABLE IF NOT EXISTS "scorecard_entry" ("decision_id" INTEGER NOT NULL PRIMARY KEY, "subject_id" VARCHAR(128) NOT NULL, "role" VARCHAR(16) NOT NULL, "outcome" VARCHAR(16) NOT NULL, "failed_gates" VARCHAR(128) NOT NULL, "evaluated_at" DATETIME NOT NULL, "taken_up_at" DATETIME, "rule" VARCHAR(64), "rule_version" VARCHAR(12), FOREIGN KEY ("decision_id") REFERENCES "router_decision" ("id") ON DELETE CASCADE);
+CREATE TABLE IF NOT EXISTS "scorecard_entry" ("decision_id" INTEGER NOT NULL PRIMARY KEY, "subject_id" VARCHAR(128) NOT NULL, "role" VARCHAR(16) NOT NULL, "outcome" VARCHAR(16) NOT NULL, "failed_gates" VARCHAR(128) NOT NULL, "evaluated_at" DATETIME NOT NULL, "taken_up_at" DATETIME, "rule" VARCHAR(64), "rule_version" VARCHAR(12));
 CREATE INDEX IF NOT EXISTS "scorecard_entry_subject_id_role_taken_up_at" ON "scorecard_entry" ("subject_id", "role", "taken_up_at");
 CREATE INDEX IF NOT EXISTS "scorecard_entry_evaluated_at" ON "scorecard_entry" ("evaluated_at");
 CREATE INDEX IF NOT EXISTS "scorecard_entry_rule_version_evaluated_at" ON "scorecard_entry" ("rule_version", "evaluated_at");

@@ -50,7 +50,8 @@ def test_svc_archive_moves_what_is_older_than_keep_days_or_before_and_says_how_m
     svc_archive, tmp_path, database_url
 ):
     now = datetime.now(UTC)
-    record_decisions(database_url, now - timedelta(days=500), now - timedelta(days=100))
+    # and a recent one: the newest row of a table stays
+    record_decisions(database_url, now - timedelta(days=500), now - timedelta(days=100), now - timedelta(days=1))
     code, out, err = svc_archive()
     assert (code, err) == (0, "")
     assert "decisions 1\n" in out and "timeline 0\n" in out
@@ -60,7 +61,7 @@ def test_svc_archive_moves_what_is_older_than_keep_days_or_before_and_says_how_m
     code, out, _ = svc_archive("--before", (now - timedelta(days=50)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     assert code == 0 and "decisions 1\n" in out
     with connection():
-        assert RouterDecision.select().count() == 0
+        assert RouterDecision.select().count() == 1  # the recent one
 
 
 def test_svc_archive_refuses_a_time_it_cannot_read_and_changes_nothing(svc_archive, tmp_path, database_url):
