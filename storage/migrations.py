@@ -550,7 +550,20 @@ def _entries_outlive_their_decisions(migrator: SchemaMigrator) -> None:
         '"outcome" VARCHAR(16) NOT NULL, "failed_gates" VARCHAR(128) NOT NULL, "evaluated_at" DATETIME NOT NULL, '
         '"taken_up_at" DATETIME, "rule" VARCHAR(64), "rule_version" VARCHAR(12)'
     )
-    names = '"decision_id", "subject_id", "role", "outcome", "failed_gates", "evaluated_at", "taken_up_at", "rule", "rule_version"'
+    names = ", ".join(
+        f'"{name}"'
+        for name in (
+            "decision_id",
+            "subject_id",
+            "role",
+            "outcome",
+            "failed_gates",
+            "evaluated_at",
+            "taken_up_at",
+            "rule",
+            "rule_version",
+        )
+    )
     database.execute_sql(f'CREATE TABLE "scorecard_entry_kept" ({columns})')
     database.execute_sql(f'INSERT INTO "scorecard_entry_kept" ({names}) SELECT {names} FROM "scorecard_entry"')  # noqa: S608
     database.execute_sql('DROP TABLE "scorecard_entry"')
