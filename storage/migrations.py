@@ -510,6 +510,7 @@ def _scorecard_weeks(migrator: SchemaMigrator) -> None:
     ScorecardWeek.create_table(safe=False)
     database = migrator.database
     _entries_outlive_their_decisions(migrator)
+    apply_operations(migrator.add_index("router_decision", ("subject_id", "evaluated_at"), False))
     (archived,) = database.execute_sql(
         'SELECT MAX("hour") FROM "archived_count" WHERE "kind" = %s'.replace("%s", database.param), ["decisions"]
     ).fetchone()
@@ -600,7 +601,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (
         13,
         "the scorecard's kept days summed by week too, and by rule version: counted again; its entries outlive their "
-        "decisions",
+        "decisions; a ticket's decisions by time",
         _scorecard_weeks,
     ),
 ]

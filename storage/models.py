@@ -297,6 +297,9 @@ class RouterDecision(BaseModel):
             (("evaluated_at",), False),
             # Before the loop, the retry-budget gate counted a ticket's fixer decisions of the last day here.
             (("subject_id", "role", "outcome", "evaluated_at"), False),
+            # What took a decision's work up, a window after it (`decisions.first_of_kinds`, each decision `svc import`
+            # records): the subject's decisions of that window, not all of them.
+            (("subject_id", "evaluated_at"), False),
         )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -26,6 +27,8 @@ from domain.router.routing import Intake, Receipt
 # Envelopes per transaction: a few hundred make the commit's cost small beside the routing, and keep a live
 # writer's wait behind one batch short (measured in bench/, `make bench BENCH_ARGS=import`).
 BATCH = 250
+# The earliest `occurred_at` an import takes: the Unix epoch, older than any tracker, forge or CI history.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -81,14 +84,18 @@ def _read(line: str | bytes) -> tuple[Any, tuple[str, ...]]:
             document = json.loads(line)
         except ValueError as exc:
             return None, (f"/: not JSON: {exc}",)
+        except RecursionError:  # nested deeper than any envelope is (orjson stops at 1,024 levels, json here)
+            return None, ("/: not JSON: nested too deep",)
     if not conforms(ENVELOPE, document):  # the fast verdict first; what is wrong only when something is
         found = envelope_violations(document)
         if found:
             return None, tuple(f"{v.path or '/'}: {v.message}" for v in found)
     try:
-        parse_timestamp(document["occurred_at"])
+        occurred_at = parse_timestamp(document["occurred_at"])
     except BadTimestamp as exc:
         return None, (f"/occurred_at: {exc}",)
+    if occurred_at < EARLIEST:  # the day arithmetic of the scorecard would run off the calendar's first year
+        return None, (f"/occurred_at: before {EARLIEST:%Y-%m-%d}: no history to import is that old",)
     return document, ()
 
 

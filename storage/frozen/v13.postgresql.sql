@@ -1,11 +1,12 @@
 -- svc schema version 13, PostgreSQL: the DDL of this release's tables and indexes. Frozen: never edit.
--- Written by scripts/freeze_schema.py from storage/models.py at c087a06.
+-- Written by scripts/freeze_schema.py from storage/models.py at 996aa6a.
 CREATE TABLE IF NOT EXISTS "router_decision" ("id" BIGSERIAL NOT NULL PRIMARY KEY, "event_id" VARCHAR(200), "evaluated_at" TIMESTAMP NOT NULL, "mode" VARCHAR(16) NOT NULL, "source" VARCHAR(16), "kind" VARCHAR(32), "subject_id" VARCHAR(128), "outcome" VARCHAR(16) NOT NULL, "role" VARCHAR(16), "gates" TEXT NOT NULL, "envelope" TEXT, "errors" TEXT, "policy" TEXT, "facts" TEXT, "rule" VARCHAR(64), "dispatched" BOOLEAN NOT NULL, "job_id" BIGINT, "held" BOOLEAN NOT NULL);
 CREATE INDEX IF NOT EXISTS "router_decision_outcome_id" ON "router_decision" ("outcome", "id");
 CREATE INDEX IF NOT EXISTS "router_decision_source_id" ON "router_decision" ("source", "id");
 CREATE INDEX IF NOT EXISTS "router_decision_subject_id_id" ON "router_decision" ("subject_id", "id");
 CREATE INDEX IF NOT EXISTS "router_decision_evaluated_at" ON "router_decision" ("evaluated_at");
 CREATE INDEX IF NOT EXISTS "router_decision_subject_id_role_outcome_evaluated_at" ON "router_decision" ("subject_id", "role", "outcome", "evaluated_at");
+CREATE INDEX IF NOT EXISTS "router_decision_subject_id_evaluated_at" ON "router_decision" ("subject_id", "evaluated_at");
 CREATE TABLE IF NOT EXISTS "accepted_delivery" ("sender" VARCHAR(16) NOT NULL, "delivery" VARCHAR(200) NOT NULL, "decision_id" BIGINT, "received_at" TIMESTAMP NOT NULL, PRIMARY KEY ("sender", "delivery"), FOREIGN KEY ("decision_id") REFERENCES "router_decision" ("id") ON DELETE CASCADE);
 CREATE INDEX IF NOT EXISTS "accepted_delivery_decision_id" ON "accepted_delivery" ("decision_id");
 CREATE INDEX IF NOT EXISTS "accepted_delivery_received_at" ON "accepted_delivery" ("received_at");

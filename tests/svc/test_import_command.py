@@ -109,6 +109,20 @@ def test_counts_duplicates_and_rejected_lines_by_number(api, clock, svc_import):
     assert svc_import([more, good[0]], stdin=True)[:2] == (0, "imported 1, duplicates 1, rejected 0\n")
 
 
+def test_a_line_nested_too_deep_or_from_before_1970_is_rejected_and_the_rest_go_in(api, clock, svc_import):
+    start = clock() - timedelta(days=1)
+    good = [at(start + timedelta(minutes=n), envelope("state_changed", f"PORT-{n}")) for n in range(1, 3)]
+    ancient = at(datetime(1, 1, 1, tzinfo=UTC), envelope("state_changed", "PORT-9"))
+    ancient["id"] = "import:ancient"
+    code, out, err = svc_import([good[0], "[" * 100_000, ancient, good[1]])
+    assert (code, out) == (1, "imported 2, duplicates 0, rejected 2\n")
+    assert err.splitlines() == [
+        "svc import: line 2: /: not JSON: nested too deep",
+        "svc import: line 3: /occurred_at: before 1970-01-01: no history to import is that old",
+    ]
+    assert sorted(d["event_id"] for d in decisions(api)) == sorted(e["id"] for e in good)
+
+
 def test_a_file_that_cannot_be_read_is_exit_2(svc_import, tmp_path, capsys):
     assert main(["import", str(tmp_path / "missing.jsonl")]) == 2
     assert "svc import: cannot read" in capsys.readouterr().err
