@@ -41,6 +41,8 @@ class RouteQueuedEvent:
 
     def __call__(self, attempt: Attempt) -> Outcome:
         receipt = self.router.receive(attempt.payload)
+        if receipt.decision is None:  # a duplicate whose decision is archived
+            return Outcome.sent(receipt.intake.value, decision_id=None)
         return Outcome.sent(receipt.decision.outcome, decision_id=receipt.decision.id)
 
 

@@ -21,11 +21,13 @@ def record(**fields: Any) -> RouterDecision:
     return statements.insert(RouterDecision, {"held": False, **fields})
 
 
-def accepted(same_event: str) -> RouterDecision | None:
-    """The decision recorded for the first accepted event with this same-event key (an envelope's id, or what a
-    webhook sender signed or keeps across retries), if any."""
+def accepted(same_event: str) -> tuple[bool, RouterDecision | None]:
+    """Whether an event with this same-event key (an envelope's id, or what a webhook sender signed or keeps across
+    retries) was accepted before, and the decision recorded for it (None once the archivist has moved it out)."""
     bound = statements.select_one(AcceptedEvent, {"event_id": same_event})
-    return None if bound is None else statements.select_one(RouterDecision, {"id": bound.decision_id})
+    if bound is None:
+        return False, None
+    return True, statements.select_one(RouterDecision, {"id": bound.decision})
 
 
 def accept(same_event: str, decision: RouterDecision, *, at: datetime, alias: str | None = None) -> None:

@@ -510,6 +510,7 @@ def _scorecard_weeks(migrator: SchemaMigrator) -> None:
     ScorecardWeek.create_table(safe=False)
     database = migrator.database
     _entries_outlive_their_decisions(migrator)
+    _accepted_ids_outlive_their_decisions(migrator)
     apply_operations(migrator.add_index("router_decision", ("subject_id", "evaluated_at"), False))
     (archived,) = database.execute_sql(
         'SELECT MAX("hour") FROM "archived_count" WHERE "kind" = %s'.replace("%s", database.param), ["decisions"]
@@ -577,6 +578,25 @@ def _entries_outlive_their_decisions(migrator: SchemaMigrator) -> None:
         database.execute_sql(f'CREATE INDEX "scorecard_entry_{name}" ON "scorecard_entry" ({on})')
 
 
+def _accepted_ids_outlive_their_decisions(migrator: SchemaMigrator) -> None:
+    """Part of 13: an accepted event id no longer refers to its decision's row, so the same event delivered again
+    after the archivist moved its decision out is still a duplicate. As for the scorecard's entries: PostgreSQL
+    drops the constraint, SQLite makes the table again without it."""
+    database = migrator.database
+    if isinstance(database, PostgresqlDatabase):
+        apply_operations(migrator.drop_foreign_key_constraint("accepted_event", "decision_id"))
+        return
+    database.execute_sql(
+        'CREATE TABLE "accepted_event_kept" ("event_id" VARCHAR(200) NOT NULL PRIMARY KEY, '
+        '"decision_id" INTEGER NOT NULL, "received_at" DATETIME NOT NULL)'
+    )
+    names = '"event_id", "decision_id", "received_at"'
+    database.execute_sql(f'INSERT INTO "accepted_event_kept" ({names}) SELECT {names} FROM "accepted_event"')  # noqa: S608
+    database.execute_sql('DROP TABLE "accepted_event"')
+    database.execute_sql('ALTER TABLE "accepted_event_kept" RENAME TO "accepted_event"')
+    database.execute_sql('CREATE INDEX "accepted_event_decision_id" ON "accepted_event" ("decision_id")')
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial schema (frozen: storage/frozen/v1.*.sql)", _initial_schema),
     (2, "stage counts kept with every stage change", _stage_counts),
@@ -601,7 +621,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (
         13,
         "the scorecard's kept days summed by week too, and by rule version: counted again; its entries outlive their "
-        "decisions; a ticket's decisions by time",
+        "decisions, as the accepted event ids do; a ticket's decisions by time",
         _scorecard_weeks,
     ),
 ]

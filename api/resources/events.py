@@ -37,7 +37,8 @@ _HTTP_STATUS = {intake: falcon.code_to_http_status(code) for intake, code in STA
 
 
 def accepted(receipt: Receipt) -> dict[str, Any]:
-    return {"event_id": receipt.event_id, "decision": representations.decision(receipt.decision)}
+    decision = None if receipt.decision is None else representations.decision(receipt.decision)
+    return {"event_id": receipt.event_id, "decision": decision}
 
 
 def answer(resp: falcon.Response, receipt: Receipt) -> None:
@@ -82,7 +83,7 @@ class Events:
                         "index": index,
                         "status": STATUS[r.intake],
                         "event_id": r.event_id,
-                        "decision": representations.decision(r.decision),
+                        "decision": None if r.decision is None else representations.decision(r.decision),
                     }
                     for index, r in enumerate(receipts)
                 ],

@@ -55,7 +55,8 @@ class Poller:
         outcomes: dict[str, int] = {}
         for ticket in missed:
             receipt = self.router.receive(dispatch_request(ticket, at=self.clock(), tick=tick))
-            outcomes[receipt.decision.outcome] = outcomes.get(receipt.decision.outcome, 0) + 1
+            outcome = receipt.decision.outcome if receipt.decision else receipt.intake.value
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
         summary = (
             f"dispatch requested for {len(missed)} queued ticket(s) with no decision in "
             f"{int(self.window.total_seconds() // 60)} minutes"

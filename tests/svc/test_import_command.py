@@ -279,3 +279,28 @@ def test_a_database_it_cannot_use_is_one_line_and_exit_2(monkeypatch, tmp_path, 
     assert main(["import", str(history)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("svc import: cannot use the database: ") and len(err.splitlines()) == 1
+
+
+@pytest.mark.both_backends
+def test_an_event_whose_decision_was_archived_is_still_a_duplicate(api, clock, svc_import, capsys):
+    """Importing a history again after `svc archive` moved its decisions out skips every line, and the same event
+    posted again answers 200, without the decision that is in the archive now."""
+    start = datetime.now(UTC) - timedelta(days=500)
+    lines = [at(start + timedelta(minutes=n), envelope("state_changed", f"PORT-{n}")) for n in range(1, 5)]
+    assert svc_import(lines)[:2] == (0, "imported 4, duplicates 0, rejected 0\n")
+    try:
+        assert main(["archive", "--before", iso(datetime.now(UTC) - timedelta(days=400))]) == 0
+    finally:
+        from storage import db as storage_db
+
+        database = storage_db.db.obj
+        storage_db.bind(database)
+        database.close_all()
+    assert "decisions 3\n" in capsys.readouterr().out  # the newest stays (its id is never handed out again)
+    assert len(decisions(api)) == 1
+
+    assert svc_import(lines)[:2] == (0, "imported 0, duplicates 4, rejected 0\n")
+    again = api.post("/api/v1/events", json=lines[0], headers={"X-Svc-CI-Secret": CI_SECRET})
+    assert again.status_code == 200, again.text
+    assert again.json == {"event_id": lines[0]["id"], "decision": None}
+    assert len(decisions(api)) == 1
