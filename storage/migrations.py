@@ -541,60 +541,53 @@ def _scorecard_weeks(migrator: SchemaMigrator) -> None:
 
 def _entries_outlive_their_decisions(migrator: SchemaMigrator) -> None:
     """Part of 13: a scorecard entry no longer refers to its decision's row, so archiving the decision keeps the entry
-    and the scorecard's answer over any range and window. PostgreSQL drops the constraint; SQLite cannot, so the
-    table is made again without it (foreign keys are off for the run), its rows and indexes as they were."""
-    database = migrator.database
-    if isinstance(database, PostgresqlDatabase):
-        apply_operations(migrator.drop_foreign_key_constraint("scorecard_entry", "decision_id"))
-        return
-    columns = (
-        '"decision_id" INTEGER NOT NULL PRIMARY KEY, "subject_id" VARCHAR(128) NOT NULL, "role" VARCHAR(16) NOT NULL, '
-        '"outcome" VARCHAR(16) NOT NULL, "failed_gates" VARCHAR(128) NOT NULL, "evaluated_at" DATETIME NOT NULL, '
-        '"taken_up_at" DATETIME, "rule" VARCHAR(64), "rule_version" VARCHAR(12)'
-    )
-    names = ", ".join(
-        f'"{name}"'
-        for name in (
-            "decision_id",
-            "subject_id",
-            "role",
-            "outcome",
-            "failed_gates",
-            "evaluated_at",
-            "taken_up_at",
-            "rule",
-            "rule_version",
-        )
-    )
-    database.execute_sql(f'CREATE TABLE "scorecard_entry_kept" ({columns})')
-    database.execute_sql(f'INSERT INTO "scorecard_entry_kept" ({names}) SELECT {names} FROM "scorecard_entry"')  # noqa: S608
-    database.execute_sql('DROP TABLE "scorecard_entry"')
-    database.execute_sql('ALTER TABLE "scorecard_entry_kept" RENAME TO "scorecard_entry"')
-    for name, on in (
-        ("subject_id_role_taken_up_at", '"subject_id", "role", "taken_up_at"'),
-        ("evaluated_at", '"evaluated_at"'),
-        ("rule_version_evaluated_at", '"rule_version", "evaluated_at"'),
-    ):
-        database.execute_sql(f'CREATE INDEX "scorecard_entry_{name}" ON "scorecard_entry" ({on})')
+    and the scorecard's answer over any range and window."""
+    columns = [
+        ("decision_id", "INTEGER NOT NULL PRIMARY KEY"),
+        ("subject_id", "VARCHAR(128) NOT NULL"),
+        ("role", "VARCHAR(16) NOT NULL"),
+        ("outcome", "VARCHAR(16) NOT NULL"),
+        ("failed_gates", "VARCHAR(128) NOT NULL"),
+        ("evaluated_at", "DATETIME NOT NULL"),
+        ("taken_up_at", "DATETIME"),
+        ("rule", "VARCHAR(64)"),
+        ("rule_version", "VARCHAR(12)"),
+    ]
+    indexes = [("subject_id", "role", "taken_up_at"), ("evaluated_at",), ("rule_version", "evaluated_at")]
+    _without_reference_to_decisions(migrator, "scorecard_entry", columns, indexes)
 
 
 def _accepted_ids_outlive_their_decisions(migrator: SchemaMigrator) -> None:
     """Part of 13: an accepted event id no longer refers to its decision's row, so the same event delivered again
-    after the archivist moved its decision out is still a duplicate. As for the scorecard's entries: PostgreSQL
-    drops the constraint, SQLite makes the table again without it."""
+    after the archivist moved its decision out is still a duplicate."""
+    columns = [
+        ("event_id", "VARCHAR(200) NOT NULL PRIMARY KEY"),
+        ("decision_id", "INTEGER NOT NULL"),
+        ("received_at", "DATETIME NOT NULL"),
+    ]
+    _without_reference_to_decisions(migrator, "accepted_event", columns, [("decision_id",)])
+
+
+def _without_reference_to_decisions(
+    migrator: SchemaMigrator, table: str, columns: list[tuple[str, str]], indexes: list[tuple[str, ...]]
+) -> None:
+    """`table`'s `decision_id` without its foreign key to `router_decision`. PostgreSQL drops the constraint; SQLite
+    cannot, so the table is made again without it (foreign keys are off for the run) from `columns` (its SQLite
+    columns, in order), its rows and `indexes` as they were."""
     database = migrator.database
     if isinstance(database, PostgresqlDatabase):
-        apply_operations(migrator.drop_foreign_key_constraint("accepted_event", "decision_id"))
+        apply_operations(migrator.drop_foreign_key_constraint(table, "decision_id"))
         return
-    database.execute_sql(
-        'CREATE TABLE "accepted_event_kept" ("event_id" VARCHAR(200) NOT NULL PRIMARY KEY, '
-        '"decision_id" INTEGER NOT NULL, "received_at" DATETIME NOT NULL)'
-    )
-    names = '"event_id", "decision_id", "received_at"'
-    database.execute_sql(f'INSERT INTO "accepted_event_kept" ({names}) SELECT {names} FROM "accepted_event"')  # noqa: S608
-    database.execute_sql('DROP TABLE "accepted_event"')
-    database.execute_sql('ALTER TABLE "accepted_event_kept" RENAME TO "accepted_event"')
-    database.execute_sql('CREATE INDEX "accepted_event_decision_id" ON "accepted_event" ("decision_id")')
+    kept = f"{table}_kept"
+    names = ", ".join(f'"{name}"' for name, _ in columns)
+    declared = ", ".join(f'"{name}" {kind}' for name, kind in columns)
+    database.execute_sql(f'CREATE TABLE "{kept}" ({declared})')
+    database.execute_sql(f'INSERT INTO "{kept}" ({names}) SELECT {names} FROM "{table}"')  # noqa: S608
+    database.execute_sql(f'DROP TABLE "{table}"')
+    database.execute_sql(f'ALTER TABLE "{kept}" RENAME TO "{table}"')
+    for index in indexes:
+        on = ", ".join(f'"{name}"' for name in index)
+        database.execute_sql(f'CREATE INDEX "{table}_{"_".join(index)}" ON "{table}" ({on})')
 
 
 MIGRATIONS: list[tuple[int, str, Migration]] = [
